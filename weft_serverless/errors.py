@@ -1,0 +1,185 @@
+"""The WeftError hierarchy: every public error carries a stable ``code`` (its class name).
+
+A caller can catch ``WeftError`` for anything the engine raises on purpose, and switch on
+``code`` without importing the class. Messages say what to do, not only what went wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WeftError(Exception):
+    """Root of every error the engine raises on purpose."""
+
+    @property
+    def code(self) -> str:
+        return type(self).__name__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take keyword-rich constructors; pickling keeps the message and fields.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[WeftError], args: tuple[Any, ...], state: dict[str, Any]) -> WeftError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class ConfigurationError(WeftError):
+    """An engine or workflow was set up wrongly (bad option, bad timing, unknown name)."""
+
+
+class WorkflowBuilderError(ConfigurationError):
+    """A workflow definition is malformed; ``issues`` lists every problem found at once."""
+
+    def __init__(self, name: str, issues: list[str]) -> None:
+        super().__init__(f"workflow {name!r} is not valid: " + "; ".join(issues))
+        self.workflow_name = name
+        self.issues = issues
+
+
+class UnknownActivityError(ConfigurationError):
+    """A workflow called ``ctx.run`` with an activity its definition does not declare."""
+
+
+class UnknownWorkflowTypeError(ConfigurationError):
+    """The engine was asked to start or recover a workflow type it has not registered."""
+
+
+class InvalidArgumentError(WeftError):
+    """A call received a value it cannot accept; the message names the argument."""
+
+
+class CodecError(WeftError):
+    """A value cannot be encoded; ``path`` points at the offending part (e.g. ``input['a'][2]``)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class PayloadTooLargeError(WeftError):
+    """An encoded value exceeds the configured limit; raised before anything is written."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} is {size} bytes encoded, over the limit of {limit} bytes; "
+            "store large data elsewhere (for example S3) and pass a reference"
+        )
+        self.what = what
+        self.size = size
+        self.limit = limit
+
+
+class WorkflowAlreadyExistsError(WeftError):
+    """A workflow with this id exists and the start carried no matching idempotency key."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} already exists; use another id, or pass the same "
+            "idempotency_key to get the existing run back"
+        )
+        self.workflow_id = workflow_id
+
+
+class WorkflowNotFoundError(WeftError):
+    """No workflow with this id is stored."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} not found")
+        self.workflow_id = workflow_id
+
+
+class WorkflowFailedError(WeftError):
+    """The workflow ended ``failed``; carries the remote error's type and message."""
+
+    def __init__(self, workflow_id: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} failed: {error_type}: {error_message}")
+        self.workflow_id = workflow_id
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class WorkflowCancelledError(WeftError):
+    """The workflow was cancelled before it finished."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} was cancelled")
+        self.workflow_id = workflow_id
+
+
+class NondeterminismError(WeftError):
+    """Replay met a different durable operation than the one stored at that step."""
+
+    def __init__(self, step: str, stored: str, current: str) -> None:
+        super().__init__(
+            f"step {step}: the stored history has {stored!r} but the workflow code now yields "
+            f"{current!r}; durable operations must keep their order for runs in flight "
+            "(use ctx.get_version or a new workflow version to change them)"
+        )
+        self.step = step
+        self.stored = stored
+        self.current = current
+
+
+class ActivityFailedError(WeftError):
+    """An activity failed for good (retries exhausted or non-retryable).
+
+    Thrown into the workflow at the ``ctx.run`` yield, live and on replay alike, so the
+    workflow sees the same exception whether or not the process restarted.
+    """
+
+    def __init__(self, activity: str, error_type: str, error_message: str, attempts: int) -> None:
+        super().__init__(
+            f"activity {activity!r} failed after {attempts} attempt(s): "
+            f"{error_type}: {error_message}"
+        )
+        self.activity = activity
+        self.error_type = error_type
+        self.error_message = error_message
+        self.attempts = attempts
+
+
+class ActivityTimeoutError(WeftError):
+    """One attempt of an activity ran longer than its per-attempt ``timeout``."""
+
+
+class ChildWorkflowFailedError(WeftError):
+    """A child workflow ended without a result; thrown into the parent at its yield."""
+
+    def __init__(self, child_id: str, status: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"child workflow {child_id!r} {status}: {error_type}: {error_message}")
+        self.child_id = child_id
+        self.status = status
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class StorageError(WeftError):
+    """A storage backend failed or refused a request."""
+
+
+class StorageLimitError(StorageError):
+    """A request breaks a backend limit; ``limit`` names it, ``actual`` and ``maximum`` size it.
+
+    Raised before anything is sent, so nothing was written.
+    """
+
+    def __init__(self, limit: str, actual: int, maximum: int, detail: str = "") -> None:
+        over = actual - maximum
+        msg = f"{limit}: {actual} exceeds the maximum of {maximum} by {over}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+        self.limit = limit
+        self.actual = actual
+        self.maximum = maximum
+
+
+class InvalidKeyError(StorageError):
+    """A storage key is empty, not ASCII, or too long for the backend."""
+
+
+class StorageUnavailableError(StorageError):
+    """The backend did not answer within the retry budget; the outcome may be unknown."""

@@ -1,0 +1,329 @@
+"""The storage contract every backend implements: ordered, partitioned, conditional key-value.
+
+The public methods live here and own the invariants (key validity, batch and value limits,
+request counting); a backend fills only the underscore primitives. Limits are checked before
+anything is sent, so a refused request never half-applies.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from weft_serverless.errors import InvalidArgumentError, InvalidKeyError, StorageLimitError
+
+Persistence = Literal["ephemeral", "local", "remote"]
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Key:
+    """A storage key: ``partition`` groups records read together, ``sort`` orders them."""
+
+    partition: str
+    sort: str
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    key: Key
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    key: Key
+
+
+Op = Put | Delete
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """Holds when the stored value equals ``expected`` byte for byte; ``None`` means absent."""
+
+    key: Key
+    expected: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend promises; the engine sizes its batches and payloads from it."""
+
+    max_batch_ops: int
+    max_value_bytes: int
+    max_partition_bytes: int
+    max_sort_bytes: int
+    conditional_batch: bool
+    atomic_batch: bool
+    persistence: Persistence
+
+
+@dataclass(slots=True)
+class StorageStats:
+    """Request counters, so cost per step is measurable on any backend."""
+
+    gets: int = 0
+    scans: int = 0
+    scanned_items: int = 0
+    batches: int = 0
+    conditional_batches: int = 0
+    conditional_failures: int = 0
+    items_written: int = 0
+    items_deleted: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def requests(self) -> int:
+        return self.gets + self.scans + self.batches + self.conditional_batches
+
+    def snapshot(self) -> dict[str, int]:
+        return {
+            "gets": self.gets,
+            "scans": self.scans,
+            "scanned_items": self.scanned_items,
+            "batches": self.batches,
+            "conditional_batches": self.conditional_batches,
+            "conditional_failures": self.conditional_failures,
+            "items_written": self.items_written,
+            "items_deleted": self.items_deleted,
+            "requests": self.requests(),
+        }
+
+    def reset(self) -> None:
+        with self._lock:
+            self.gets = self.scans = self.scanned_items = 0
+            self.batches = self.conditional_batches = self.conditional_failures = 0
+            self.items_written = self.items_deleted = 0
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with ``prefix`` (None: unbounded)."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars[-1])
+        if last < 0x7F:
+            chars[-1] = chr(last + 1)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class SortRange:
+    """A normalised scan range: ``low``/``high`` bounds with inclusiveness, from prefix and bounds."""
+
+    low: str | None
+    low_inclusive: bool
+    high: str | None
+    high_inclusive: bool
+
+    def contains(self, sort: str) -> bool:
+        if self.low is not None and (sort < self.low or (sort == self.low and not self.low_inclusive)):
+            return False
+        return not (
+            self.high is not None
+            and (sort > self.high or (sort == self.high and not self.high_inclusive))
+        )
+
+
+def sort_range(
+    prefix: str, gt: str | None, gte: str | None, lt: str | None, lte: str | None
+) -> SortRange:
+    """Intersect a prefix with explicit bounds into one range (the tightest of each side)."""
+    low: str | None = prefix or None
+    low_inc = True
+    for bound, inclusive in ((gte, True), (gt, False)):
+        if bound is not None and (low is None or bound > low or (bound == low and not inclusive)):
+            low, low_inc = bound, inclusive
+    high = prefix_end(prefix) if prefix else None
+    high_inc = False
+    for bound, inclusive in ((lte, True), (lt, False)):
+        if bound is not None and (
+            high is None or bound < high or (bound == high and not inclusive)
+        ):
+            high, high_inc = bound, inclusive
+    return SortRange(low, low_inc, high, high_inc)
+
+
+class Storage(ABC):
+    """Ordered key-value storage with atomic conditional batches (see DESIGN.md section 4)."""
+
+    def __init__(self) -> None:
+        self.stats = StorageStats()
+
+    # -- public contract -------------------------------------------------------------------
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    def get(self, key: Key) -> bytes | None:
+        """Strongly consistent point read."""
+        self._check_key(key)
+        with self.stats._lock:
+            self.stats.gets += 1
+        return self._get(key)
+
+    def put(self, key: Key, value: bytes) -> None:
+        self.batch([Put(key, value)])
+
+    def delete(self, key: Key) -> None:
+        """Delete one key; deleting a missing key is a no-op."""
+        self.batch([Delete(key)])
+
+    def scan(
+        self,
+        partition: str,
+        prefix: str = "",
+        *,
+        gt: str | None = None,
+        gte: str | None = None,
+        lt: str | None = None,
+        lte: str | None = None,
+        limit: int | None = None,
+        reverse: bool = False,
+    ) -> Iterator[tuple[str, bytes]]:
+        """Yield ``(sort, value)`` pairs of one partition in sort order, lazily.
+
+        The prefix and the bounds intersect; ``gt``/``lt`` are strict, ``gte``/``lte``
+        inclusive; ``limit`` caps the pairs yielded; ``reverse`` walks from the top.
+        """
+        if not partition or not _is_ascii(partition):
+            raise InvalidKeyError(f"partition must be non-empty ASCII, got {partition!r}")
+        if limit is not None and limit < 0:
+            raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
+        if limit == 0:
+            return iter(())
+        rng = sort_range(prefix, gt, gte, lt, lte)
+        with self.stats._lock:
+            self.stats.scans += 1
+        return self._counted(self._scan(partition, rng, limit, reverse))
+
+    def batch(self, ops: Sequence[Op]) -> None:
+        """Apply puts and deletes atomically (all or nothing); an empty batch is a no-op."""
+        if not ops:
+            return
+        self._check_batch((), ops)
+        self._count_writes(ops)
+        self._batch(ops)
+
+    def conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        """Apply ``ops`` only if every condition holds; return whether they were applied."""
+        caps = self.capabilities()
+        if not caps.conditional_batch:
+            raise InvalidArgumentError(f"{type(self).__name__} does not support conditional batches")
+        if not conditions:
+            self.batch(ops)
+            return True
+        self._check_batch(conditions, ops)
+        ok = self._conditional_batch(conditions, ops)
+        with self.stats._lock:
+            self.stats.conditional_batches += 1
+            if ok:
+                self._count_items(ops)
+            else:
+                self.stats.conditional_failures += 1
+        return ok
+
+    def delete_many(self, keys: Iterable[Key]) -> int:
+        """Delete keys in chunks, NOT atomically as a whole; returns how many were requested."""
+        size = self.capabilities().max_batch_ops
+        chunk: list[Op] = []
+        seen: set[Key] = set()
+        count = 0
+        for key in keys:
+            if key in seen:
+                continue
+            seen.add(key)
+            chunk.append(Delete(key))
+            count += 1
+            if len(chunk) == size:
+                self.batch(chunk)
+                chunk = []
+        if chunk:
+            self.batch(chunk)
+        return count
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release connections; the object must not be used afterwards."""
+
+    # -- backend primitives ----------------------------------------------------------------
+
+    @abstractmethod
+    def _get(self, key: Key) -> bytes | None: ...
+
+    @abstractmethod
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]: ...
+
+    @abstractmethod
+    def _batch(self, ops: Sequence[Op]) -> None: ...
+
+    @abstractmethod
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool: ...
+
+    # -- invariants --------------------------------------------------------------------------
+
+    def _check_key(self, key: Key) -> None:
+        caps = self.capabilities()
+        for part, name, maximum in (
+            (key.partition, "partition", caps.max_partition_bytes),
+            (key.sort, "sort", caps.max_sort_bytes),
+        ):
+            if not part:
+                raise InvalidKeyError(f"key {name} must not be empty ({key!r})")
+            if not _is_ascii(part):
+                raise InvalidKeyError(f"key {name} must be ASCII ({key!r})")
+            if len(part) > maximum:
+                raise InvalidKeyError(
+                    f"key {name} is {len(part)} bytes, over this backend's {maximum} ({key!r})"
+                )
+
+    def _check_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> None:
+        caps = self.capabilities()
+        op_keys: set[Key] = set()
+        for op in ops:
+            self._check_key(op.key)
+            if op.key in op_keys:
+                raise InvalidArgumentError(f"a batch writes key {op.key!r} twice")
+            op_keys.add(op.key)
+            if isinstance(op, Put):
+                if not isinstance(op.value, bytes | bytearray | memoryview):
+                    raise InvalidArgumentError(f"value for {op.key!r} must be bytes")
+                if len(op.value) > caps.max_value_bytes:
+                    raise StorageLimitError(
+                        "value size", len(op.value), caps.max_value_bytes, f"key {op.key!r}"
+                    )
+        cond_keys: set[Key] = set()
+        for cond in conditions:
+            self._check_key(cond.key)
+            if cond.key in cond_keys:
+                raise InvalidArgumentError(f"a batch has two conditions on key {cond.key!r}")
+            cond_keys.add(cond.key)
+        touched = len(op_keys | cond_keys)
+        if touched > caps.max_batch_ops:
+            raise StorageLimitError("atomic batch actions", touched, caps.max_batch_ops)
+
+    def _count_writes(self, ops: Sequence[Op]) -> None:
+        with self.stats._lock:
+            self.stats.batches += 1
+            self._count_items(ops)
+
+    def _count_items(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            if isinstance(op, Put):
+                self.stats.items_written += 1
+            else:
+                self.stats.items_deleted += 1
+
+    def _counted(self, pairs: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+        for pair in pairs:
+            with self.stats._lock:
+                self.stats.scanned_items += 1
+            yield pair
+
+
+def _is_ascii(text: str) -> bool:
+    return text.isascii()
