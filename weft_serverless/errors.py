@@ -183,3 +183,54 @@ class InvalidKeyError(StorageError):
 
 class StorageUnavailableError(StorageError):
     """The backend did not answer within the retry budget; the outcome may be unknown."""
+
+
+class StorageRequestError(StorageError):
+    """The backend refused a request as malformed or not allowed; retrying cannot help.
+
+    Raised for DynamoDB's ``ValidationException`` (a bug in the adapter or the caller),
+    ``IdempotentParameterMismatch`` (one commit token carried two different requests),
+    a missing table or denied access. ``service_code`` and ``service_message`` quote the
+    service, and nothing of the refused request was applied.
+    """
+
+    def __init__(self, operation: str, service_code: str, service_message: str) -> None:
+        super().__init__(f"{operation} was refused: {service_code}: {service_message}")
+        self.operation = operation
+        self.service_code = service_code
+        self.service_message = service_message
+
+
+class StorageRetriesExhaustedError(StorageUnavailableError):
+    """The retry budget ran out; ``outcome_unknown`` says whether a write may have landed.
+
+    When ``outcome_unknown`` is true an attempt was sent and its answer lost, so the write
+    may or may not have been applied: read the keys back before deciding what to do.
+    """
+
+    def __init__(self, operation: str, attempts: int, outcome_unknown: bool, last: str) -> None:
+        outcome = (
+            "the outcome is UNKNOWN (an attempt may have been applied); read the keys back"
+            if outcome_unknown
+            else "nothing was applied"
+        )
+        super().__init__(
+            f"{operation} gave up after {attempts} attempt(s) within its time budget; "
+            f"{outcome}; last error: {last}"
+        )
+        self.operation = operation
+        self.attempts = attempts
+        self.outcome_unknown = outcome_unknown
+
+
+class StorageIntegrityError(StorageError):
+    """A stored value failed its digest check, or its offloaded copy is missing."""
+
+
+class WorkflowNotRunningError(WeftError):
+    """The call needs a workflow that has not finished, and this one has."""
+
+    def __init__(self, workflow_id: str, status: str) -> None:
+        super().__init__(f"workflow {workflow_id!r} is {status}; it no longer accepts this call")
+        self.workflow_id = workflow_id
+        self.status = status

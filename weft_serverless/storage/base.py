@@ -112,7 +112,7 @@ def prefix_end(prefix: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class SortRange:
-    """A normalised scan range: ``low``/``high`` bounds with inclusiveness, from prefix and bounds."""
+    """A scan range normalised from a prefix and bounds; each side is inclusive or strict."""
 
     low: str | None
     low_inclusive: bool
@@ -120,7 +120,9 @@ class SortRange:
     high_inclusive: bool
 
     def contains(self, sort: str) -> bool:
-        if self.low is not None and (sort < self.low or (sort == self.low and not self.low_inclusive)):
+        if self.low is not None and (
+            sort < self.low or (sort == self.low and not self.low_inclusive)
+        ):
             return False
         return not (
             self.high is not None
@@ -191,6 +193,11 @@ class Storage(ABC):
         """
         if not partition or not _is_ascii(partition):
             raise InvalidKeyError(f"partition must be non-empty ASCII, got {partition!r}")
+        maximum = self.capabilities().max_partition_bytes
+        if len(partition) > maximum:
+            raise InvalidKeyError(
+                f"scan partition is {len(partition)} bytes, over this backend's {maximum}"
+            )
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         if limit == 0:
@@ -212,7 +219,9 @@ class Storage(ABC):
         """Apply ``ops`` only if every condition holds; return whether they were applied."""
         caps = self.capabilities()
         if not caps.conditional_batch:
-            raise InvalidArgumentError(f"{type(self).__name__} does not support conditional batches")
+            raise InvalidArgumentError(
+                f"{type(self).__name__} does not support conditional batches"
+            )
         if not conditions:
             self.batch(ops)
             return True

@@ -1,0 +1,124 @@
+"""One Lambda function of the engine, with its own role, log group and explicit grants.
+
+Each function gets a role with no managed policy: the CloudWatch Logs, DynamoDB and S3
+statements are written out action by action, so the template shows every permission
+the code holds and cdk-nag has nothing broad to flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from weft_serverless_infra import _nag
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+"""The newest Python runtime in aws-cdk-lib; ``names.PYTHON_VERSION`` must match it."""
+
+TABLE_ACTIONS = (
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+    "dynamodb:TransactWriteItems",
+)
+"""What the DynamoDB storage adapter calls: point reads and writes, Query for scans,
+TransactWriteItems with ConditionCheck for conditional batches, BatchWriteItem for purge."""
+
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+OFFLOAD_ACTIONS = ("s3:DeleteObject", "s3:GetObject", "s3:PutObject")
+
+
+class WeftFunction(Construct):
+    """A Python arm64 function running one handler of the engine from a plain asset folder.
+
+    Attributes:
+        function: The Lambda function.
+        role: Its execution role; holds only the statements this class adds.
+        log_group: The function's log group, created here so retention is bounded.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        handler: str,
+        description: str,
+        environment: Mapping[str, str],
+        memory_mb: int,
+        timeout: Duration,
+        dead_letter_queue: sqs.IQueue,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        reserved_concurrency: int | None = None,
+        retry_attempts: int | None = None,
+        max_event_age: Duration | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=removal_policy
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Execution role of {description}",
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=list(LOG_ACTIONS), resources=[self.log_group.log_group_arn]
+            )
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            code=code,
+            handler=handler,
+            description=description,
+            environment=dict(environment),
+            memory_size=memory_mb,
+            timeout=timeout,
+            role=self.role,
+            log_group=self.log_group,
+            dead_letter_queue=dead_letter_queue,
+            reserved_concurrent_executions=reserved_concurrency,
+            retry_attempts=retry_attempts,
+            max_event_age=max_event_age,
+        )
+
+    def grant_table(self, table: dynamodb.ITableV2) -> None:
+        """Allow exactly the adapter's DynamoDB calls on the table itself (no index ARNs)."""
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
+        )
+
+    def grant_offload(self, bucket: s3.IBucket) -> None:
+        """Allow reading, writing and deleting offloaded values in ``bucket``.
+
+        Object keys are content digests chosen at run time, so the resource must end in
+        ``/*``; the matching cdk-nag finding is acknowledged here with that reason.
+        """
+        objects = bucket.arn_for_objects("*")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(OFFLOAD_ACTIONS), resources=[objects])
+        )
+        _nag.acknowledge(
+            self.role,
+            _nag.wildcard_resource_rule(self, objects),
+            "Offloaded values are stored under content-digest keys chosen at run time, so "
+            "the grant covers the objects of this one bucket and no other resource.",
+        )

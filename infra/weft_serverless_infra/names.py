@@ -1,0 +1,28 @@
+"""Names the construct shares with the runtime, spelled again here on purpose.
+
+``infra`` imports nothing of ``weft_serverless``, so the construct can be synthesised
+without the runtime installed. ``tests/infra`` compares every name below with the
+runtime's own constant, so a rename on one side fails a test instead of a deployment.
+This module imports nothing, so ``build_asset.py`` can use it without loading CDK.
+"""
+
+from __future__ import annotations
+
+PYTHON_VERSION = "3.14"
+"""Lambda runtime version; ``build_asset.py`` installs wheels built for the same one."""
+
+PARTITION_KEY = "pk"
+SORT_KEY = "sk"
+TTL_ATTRIBUTE = "ttl"
+
+TABLE_NAME_ENV = "WEFT_TABLE_NAME"
+OFFLOAD_BUCKET_ENV = "WEFT_OFFLOAD_BUCKET"
+WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
+OWNERSHIP_ENV = "WEFT_OWNERSHIP"
+OWNERSHIP = "workflow-lease"
+"""Many Lambda containers share one table, so only per-workflow fenced claims are safe."""
+
+API_HANDLER = "handlers.api.handler"
+MAINTENANCE_HANDLER = "handlers.maintenance.handler"
+RUNTIME_PACKAGES = ("weft_serverless", "handlers")
+"""Top-level packages every asset folder holds besides the user's workflows."""

@@ -1,0 +1,121 @@
+"""The storage contract on the in-process backends, plus what only SQLite promises."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from weft_serverless.errors import StorageError
+from weft_serverless.storage.base import Condition, Key, Put, Storage
+from weft_serverless.storage.conformance import StorageConformance
+from weft_serverless.storage.memory import MemoryStorage
+from weft_serverless.storage.sqlite import SQLiteStorage
+
+
+@pytest.mark.storage("memory")
+class TestMemoryStorage(StorageConformance):
+    @pytest.fixture
+    def storage(self) -> Storage:
+        return MemoryStorage()
+
+
+@pytest.mark.storage("sqlite")
+class TestSQLiteFile(StorageConformance):
+    """On a file, the race test runs across two connections, as two processes would."""
+
+    @pytest.fixture
+    def storage(self, tmp_path: Path) -> Iterator[Storage]:
+        store = SQLiteStorage(tmp_path / "weft.db")
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def storage_peer(self, storage: Storage, tmp_path: Path) -> Iterator[Storage]:
+        peer = SQLiteStorage(tmp_path / "weft.db")
+        yield peer
+        peer.close()
+
+
+@pytest.mark.storage("sqlite")
+class TestSQLiteInMemory(StorageConformance):
+    @pytest.fixture
+    def storage(self) -> Iterator[Storage]:
+        store = SQLiteStorage(":memory:")
+        yield store
+        store.close()
+
+
+@pytest.mark.storage("sqlite")
+def test_sqlite_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "weft.db"
+    first = SQLiteStorage(path)
+    first.put(Key("p", "a"), b"\x00committed\xff")
+    first.close()
+    second = SQLiteStorage(path)
+    try:
+        assert list(second.scan("p")) == [("a", b"\x00committed\xff")]
+    finally:
+        second.close()
+
+
+@pytest.mark.storage("sqlite")
+def test_sqlite_file_uses_the_write_ahead_log(tmp_path: Path) -> None:
+    path = tmp_path / "weft.db"
+    SQLiteStorage(path).close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+@pytest.mark.storage("sqlite")
+def test_sqlite_closed_handle_raises_storage_error(tmp_path: Path) -> None:
+    store = SQLiteStorage(tmp_path / "weft.db")
+    store.close()
+    store.close()
+    with pytest.raises(StorageError):
+        store.get(Key("p", "a"))
+
+
+@pytest.mark.storage("sqlite")
+def test_sqlite_handles_on_one_file_lose_no_cas_increment(tmp_path: Path) -> None:
+    """Two objects race read-then-CAS increments; a double winner would lose an increment."""
+    path, key, per_writer = tmp_path / "weft.db", Key("p", "counter"), 25
+    handles = [SQLiteStorage(path), SQLiteStorage(path)]
+    barrier = threading.Barrier(len(handles), timeout=30)
+
+    def increment_all(store: Storage) -> int:
+        lost = 0
+        barrier.wait()
+        for _ in range(per_writer):
+            while True:
+                current = store.get(key)
+                new = str(int(current or b"0") + 1).encode()
+                if store.conditional_batch([Condition(key, current)], [Put(key, new)]):
+                    break
+                lost += 1
+        return lost
+
+    try:
+        with ThreadPoolExecutor(max_workers=len(handles)) as pool:
+            lost = sum(pool.map(increment_all, handles))
+        assert handles[0].get(key) == str(per_writer * len(handles)).encode()
+        assert handles[0].stats.conditional_failures + handles[1].stats.conditional_failures == lost
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def test_storage_factory_handles_share_one_store(storage_factory: Callable[[], Storage]) -> None:
+    first = storage_factory()
+    first.put(Key("p", "a"), b"1")
+    second = storage_factory()
+    assert second.get(Key("p", "a")) == b"1"
+    second.put(Key("p", "b"), b"2")
+    assert list(storage_factory().scan("p")) == [("a", b"1"), ("b", b"2")]

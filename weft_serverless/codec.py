@@ -1,0 +1,141 @@
+"""The msgpack codec for everything that crosses a yield or lands in storage.
+
+Plain msgpack loses Python types users expect to survive a crash (tuples, datetimes,
+Decimals, sets, UUIDs), so each gets an extension code. The codes are part of the persisted
+format: never renumber one, only add.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import uuid
+from typing import Any
+
+import msgpack
+
+from weft_serverless.errors import CodecError
+
+SCHEMA_VERSION = 1
+
+_EXT_DATETIME = 1
+_EXT_DATE = 2
+_EXT_DECIMAL = 3
+_EXT_SET = 4
+_EXT_FROZENSET = 5
+_EXT_TUPLE = 6
+_EXT_UUID = 7
+_EXT_TIMEDELTA = 8
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+def _default(obj: Any) -> msgpack.ExtType:
+    if isinstance(obj, _dt.datetime):
+        return msgpack.ExtType(_EXT_DATETIME, obj.isoformat().encode())
+    if isinstance(obj, _dt.date):
+        return msgpack.ExtType(_EXT_DATE, obj.isoformat().encode())
+    if isinstance(obj, _dt.timedelta):
+        return msgpack.ExtType(_EXT_TIMEDELTA, _pack([obj.days, obj.seconds, obj.microseconds]))
+    if isinstance(obj, decimal.Decimal):
+        return msgpack.ExtType(_EXT_DECIMAL, str(obj).encode())
+    if isinstance(obj, frozenset):
+        return msgpack.ExtType(_EXT_FROZENSET, _pack(_sorted_if_possible(obj)))
+    if isinstance(obj, set):
+        return msgpack.ExtType(_EXT_SET, _pack(_sorted_if_possible(obj)))
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(_EXT_TUPLE, _pack(list(obj)))
+    if isinstance(obj, uuid.UUID):
+        return msgpack.ExtType(_EXT_UUID, obj.bytes)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _sorted_if_possible(items: set[Any] | frozenset[Any]) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_DATETIME:
+        return _dt.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return _dt.date.fromisoformat(data.decode())
+    if code == _EXT_TIMEDELTA:
+        days, seconds, micros = _unpack(data)
+        return _dt.timedelta(days=days, seconds=seconds, microseconds=micros)
+    if code == _EXT_DECIMAL:
+        return decimal.Decimal(data.decode())
+    if code == _EXT_SET:
+        return set(_unpack(data))
+    if code == _EXT_FROZENSET:
+        return frozenset(_unpack(data))
+    if code == _EXT_TUPLE:
+        return tuple(_unpack(data))
+    if code == _EXT_UUID:
+        return uuid.UUID(bytes=data)
+    return msgpack.ExtType(code, data)
+
+
+def _pack(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, default=_default, use_bin_type=True, strict_types=True)
+    return packed
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+
+
+def encode(value: Any, what: str = "value") -> bytes:
+    """Encode ``value``; on failure raise ``CodecError`` naming the path inside it."""
+    try:
+        return _pack(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        path, bad = _find_unencodable(value, what)
+        raise CodecError(
+            f"cannot encode {path}: {type(bad).__name__} is not supported "
+            f"({exc}); use plain data (dict, list, str, int, float, bool, None, bytes, "
+            "datetime, Decimal, set, tuple, UUID)",
+            path=path,
+        ) from None
+
+
+def decode(data: bytes) -> Any:
+    """Decode bytes written by ``encode``."""
+    try:
+        return _unpack(data)
+    except Exception as exc:
+        raise CodecError(f"stored value cannot be decoded: {exc}") from None
+
+
+def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
+    """Walk a value to the first part the codec refuses; returns its path and the part."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not _encodable_scalar(key):
+                return f"{path} key {key!r}", key
+            found = _find_unencodable(item, f"{path}[{key!r}]")
+            if found[0]:
+                return found
+        return "", None
+    if isinstance(value, list | tuple | set | frozenset):
+        for index, item in enumerate(value):
+            found = _find_unencodable(item, f"{path}[{index}]")
+            if found[0]:
+                return found
+        return "", None
+    if _encodable_scalar(value):
+        return "", None
+    if isinstance(value, _dt.datetime | _dt.date | _dt.timedelta | decimal.Decimal | uuid.UUID):
+        return "", None
+    return path, value
+
+
+def _encodable_scalar(value: Any) -> bool:
+    if value is None or isinstance(value, bool | str | bytes | float):
+        return True
+    if isinstance(value, int):
+        return _INT_MIN <= value <= _INT_MAX
+    return False

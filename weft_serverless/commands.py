@@ -1,0 +1,165 @@
+"""The durable operations a workflow yields.
+
+A command is inert data: the driver decides, from the op log, whether to answer it from
+history or to carry it out. Each works as ``x = yield cmd`` and as ``x = yield from cmd``
+(the second lets a type checker infer ``x``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from weft_serverless.errors import InvalidArgumentError
+
+T = TypeVar("T")
+
+
+class Command(Generic[T]):
+    """Base of every yieldable durable operation."""
+
+    def signature(self) -> str:
+        """Kind and name, stored with the step so replay can detect changed code."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Generator[Command[T], Any, T]:
+        value: T = yield self
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a failed activity attempt is retried, on the engine clock.
+
+    ``non_retryable`` holds exception classes or class names; a match (by ``isinstance`` or
+    by any class name in the error's MRO) stops at the first attempt.
+    """
+
+    max_attempts: int = 3
+    initial_backoff: float = 1.0
+    backoff_multiplier: float = 2.0
+    max_backoff: float = 30.0
+    non_retryable: tuple[type[BaseException] | str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise InvalidArgumentError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_backoff < 0 or self.max_backoff < 0:
+            raise InvalidArgumentError("backoffs must be >= 0 seconds")
+        if self.backoff_multiplier < 1:
+            raise InvalidArgumentError(
+                f"backoff_multiplier must be >= 1, got {self.backoff_multiplier}"
+            )
+
+    def backoff(self, failed_attempt: int) -> float:
+        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
+        delay = self.initial_backoff * self.backoff_multiplier ** (failed_attempt - 1)
+        return float(min(delay, self.max_backoff))
+
+    def is_retryable(self, error_type_names: list[str], error: BaseException | None) -> bool:
+        for entry in self.non_retryable:
+            if isinstance(entry, str):
+                if entry in error_type_names:
+                    return False
+            elif (error is not None and isinstance(error, entry)) or (
+                entry.__name__ in error_type_names
+            ):
+                return False
+        return True
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Run(Command[Any]):
+    activity: str
+    input: Any = None
+    retry: RetryPolicy = DEFAULT_RETRY
+    timeout: float | None = None
+
+    def signature(self) -> str:
+        return f"run:{self.activity}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Sleep(Command[None]):
+    seconds: float
+
+    def signature(self) -> str:
+        return "sleep"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WaitForSignal(Command[Any]):
+    name: str
+    timeout: float | None = None
+
+    def signature(self) -> str:
+        return f"signal:{self.name}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class All(Command[list[Any]]):
+    commands: tuple[Command[Any], ...]
+
+    def signature(self) -> str:
+        return "all(" + ",".join(c.signature() for c in self.commands) + ")"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Race(Command[tuple[int, Any]]):
+    commands: tuple[Command[Any], ...]
+
+    def signature(self) -> str:
+        return "race(" + ",".join(c.signature() for c in self.commands) + ")"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StartChild(Command[Any]):
+    workflow_type: str
+    input: Any = None
+    id: str | None = None
+
+    def signature(self) -> str:
+        return f"child:{self.workflow_type}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Record(Command[Any]):
+    """A value computed once and recorded (``now``, ``uuid``, ``random``, ``memo``)."""
+
+    name: str
+    compute: Callable[[], Any] = field(repr=False)
+
+    def signature(self) -> str:
+        return self.name
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: float | int | str | _dt.timedelta, what: str = "duration") -> float:
+    """Seconds from a number, a ``timedelta``, or a string like ``"500ms"``, ``"5m"``, ``"1d"``."""
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be seconds, a timedelta or a string like '5m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, _dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise InvalidArgumentError(
+                f"{what} {value!r} is not a duration; use e.g. '500ms', '10s', '5m', '2h', '1d'"
+            )
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    else:
+        raise InvalidArgumentError(f"{what} must be seconds, a timedelta or a string like '5m'")
+    if seconds < 0 or seconds != seconds:
+        raise InvalidArgumentError(f"{what} must be >= 0 seconds, got {value!r}")
+    return seconds

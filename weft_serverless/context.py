@@ -1,0 +1,163 @@
+"""``WorkflowContext``: what a workflow generator receives as ``ctx``.
+
+Every method returns a command to yield; nothing here touches storage. Validation happens at
+the call, so a bad argument fails at the line that wrote it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import random as _random
+import uuid as _uuid
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from weft_serverless.commands import (
+    DEFAULT_RETRY,
+    All,
+    Command,
+    Race,
+    Record,
+    RetryPolicy,
+    Run,
+    Sleep,
+    StartChild,
+    WaitForSignal,
+    parse_duration,
+)
+from weft_serverless.errors import InvalidArgumentError, UnknownActivityError
+from weft_serverless.workflow import WorkflowDefinition
+
+Duration = float | int | str | _dt.timedelta
+
+_workflow_logger = logging.getLogger("weft_serverless.workflow")
+
+
+class ReplayAwareLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Logs only when the workflow is past its recorded history, so replay stays quiet."""
+
+    def __init__(self, ctx: WorkflowContext) -> None:
+        super().__init__(_workflow_logger, {"workflow_id": ctx.workflow_id})
+        self._ctx = ctx
+
+    def isEnabledFor(self, level: int) -> bool:
+        return not self._ctx.is_replaying and super().isEnabledFor(level)
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(kwargs.get("extra") or {})
+        extra.setdefault("workflow_id", self._ctx.workflow_id)
+        kwargs["extra"] = extra
+        return msg, kwargs
+
+
+class WorkflowContext:
+    """The durable operations available inside a workflow."""
+
+    def __init__(
+        self,
+        workflow_id: str,
+        definition: WorkflowDefinition,
+        clock: Callable[[], float],
+    ) -> None:
+        self.workflow_id = workflow_id
+        self.workflow_type = definition.name
+        self._definition = definition
+        self._clock = clock
+        self.is_replaying = False
+        self.log = ReplayAwareLogger(self)
+
+    def run(
+        self,
+        activity: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: Duration | None = None,
+    ) -> Run:
+        """Run a declared activity as one durable step (retried per ``retry``)."""
+        name = self._definition.activity_name(activity)
+        if name is None:
+            shown = activity if isinstance(activity, str) else getattr(activity, "__name__", "?")
+            declared = ", ".join(sorted(self._definition.activities)) or "none"
+            raise UnknownActivityError(
+                f"workflow {self._definition.name!r} runs activity {shown!r}, which it does not "
+                f"declare (declared: {declared}); add it with .activities({shown}=...)"
+            )
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidArgumentError("retry must be a RetryPolicy")
+        seconds = None if timeout is None else parse_duration(timeout, "timeout")
+        if seconds == 0:
+            raise InvalidArgumentError("timeout must be > 0 seconds")
+        return Run(name, input, retry or DEFAULT_RETRY, seconds)
+
+    def sleep(self, duration: Duration) -> Sleep:
+        """Pause durably; a crash or redeploy in between does not shorten or repeat it."""
+        return Sleep(parse_duration(duration, "sleep duration"))
+
+    def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> WaitForSignal:
+        """Receive the next ``name`` signal's payload, or ``None`` once ``timeout`` passes."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("signal name must be a non-empty string")
+        seconds = None if timeout is None else parse_duration(timeout, "timeout")
+        return WaitForSignal(name, seconds)
+
+    def all(self, *commands: Command[Any] | list[Command[Any]]) -> All:
+        """Run commands together; the result is the list of their results, in order."""
+        return All(_commands(commands, "all"))
+
+    def race(self, *commands: Command[Any] | list[Command[Any]]) -> Race:
+        """First command to finish wins: ``(index, value)``; losing signal waits consume nothing."""
+        return Race(_commands(commands, "race"))
+
+    def start_child(
+        self, workflow_type: str, input: Any = None, *, id: str | None = None
+    ) -> StartChild:
+        """Start a child workflow and wait for its result (its failure is raised here)."""
+        if not isinstance(workflow_type, str) or not workflow_type:
+            raise InvalidArgumentError("workflow_type must be a non-empty string")
+        if id is not None and (not isinstance(id, str) or not id):
+            raise InvalidArgumentError("child id must be a non-empty string")
+        return StartChild(workflow_type, input, id)
+
+    def now(self) -> Record:
+        """The current time in epoch seconds, recorded once so replay sees the same value."""
+        return Record("now", self._clock)
+
+    def uuid(self) -> Record:
+        """A random UUID string, recorded once."""
+        return Record("uuid", lambda: str(_uuid.uuid4()))
+
+    def random(self) -> Record:
+        """A random float in [0, 1), recorded once."""
+        return Record("random", _random.random)
+
+    def memo(self, key: str, fn: Callable[[], Any]) -> Record:
+        """Compute ``fn()`` once and record it under ``key``."""
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError("memo key must be a non-empty string")
+        if not callable(fn):
+            raise InvalidArgumentError("memo fn must be callable")
+        return Record(f"memo:{key}", fn)
+
+
+def _commands(items: tuple[Any, ...], what: str) -> tuple[Command[Any], ...]:
+    flat: list[Any] = []
+    for item in items:
+        if isinstance(item, list | tuple):
+            flat.extend(item)
+        else:
+            flat.append(item)
+    if not flat:
+        raise InvalidArgumentError(f"ctx.{what}() needs at least one command")
+    for index, item in enumerate(flat):
+        if not isinstance(item, Command):
+            raise InvalidArgumentError(
+                f"ctx.{what}() argument {index} is {type(item).__name__}, not a command "
+                "(pass e.g. ctx.run(...), not its result)"
+            )
+        if isinstance(item, Record):
+            raise InvalidArgumentError(f"ctx.{what}() cannot take {item.name}(); yield it alone")
+    return tuple(flat)

@@ -1,0 +1,1 @@
+"""The engine: facade, driver, commits, timers and maintenance."""

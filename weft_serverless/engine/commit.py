@@ -1,0 +1,81 @@
+"""Committing a step: the op record and everything that must land with it, in ONE batch.
+
+A step is written once (condition: its op record is absent) together with its side effects
+(signal consumption, timer changes) and the fence conditions of the ownership mode. A crash
+therefore leaves either the whole step or none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+
+from .records import History
+from .runtime import Runtime
+
+
+class LostCommit(Exception):
+    """Internal: another writer committed this step first; the drive must re-read and retry."""
+
+
+def commit(
+    rt: Runtime, workflow_id: str, conditions: Sequence[Condition], ops: Sequence[Op]
+) -> None:
+    """Commit a workflow-scoped batch with the fence added; raise ``LostCommit`` if refused."""
+    fenced = list(conditions) + rt.fence.conditions(workflow_id)
+    if fenced:
+        ok = rt.storage.conditional_batch(fenced, ops)
+    else:
+        rt.storage.batch(ops)
+        ok = True
+    if not ok:
+        rt.metrics.lost_commits += 1
+        rt.fence.on_lost_commit(workflow_id)
+        raise LostCommit(workflow_id)
+
+
+def timer_value(workflow_id: str, kind: str) -> bytes:
+    return encode({"wf": workflow_id, "kind": kind})
+
+
+def timer_ref(key: Key) -> list[str]:
+    return [key.partition, key.sort]
+
+
+def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
+    """Deletes for timers of ``slot`` (and its branches) that have not fallen due yet.
+
+    Timers already due are left to the maintenance pass that fires them, which deletes
+    them after driving; deleting here too would only add write cost.
+    """
+    ops: list[Op] = []
+    prefix = slot + "."
+    for pend_slot, record in history.pending.items():
+        if pend_slot == slot or pend_slot.startswith(prefix):
+            ops.extend(_future_timer(record, now))
+    for att_slot, records in history.attempts.items():
+        if (att_slot == slot or att_slot.startswith(prefix)) and records:
+            ops.extend(_future_timer(records[-1], now))
+    return ops
+
+
+def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
+    ref = record.get("timer")
+    due = record.get("due")
+    if not ref or due is None or due <= now:
+        return []
+    return [Delete(Key(ref[0], ref[1]))]
+
+
+def put_op_record(workflow_id: str, slot: str, record: dict[str, Any]) -> tuple[Condition, Put]:
+    key = keys.op_key(workflow_id, slot)
+    return Condition(key, None), Put(key, encode(record))
+
+
+def decode_value(record: dict[str, Any]) -> Any:
+    data = record.get("v")
+    return None if data is None else decode(data)

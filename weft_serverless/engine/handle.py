@@ -1,0 +1,118 @@
+"""What callers hold and read: ``WorkflowHandle``, ``WorkflowDescription``, ``WorkflowSummary``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from weft_serverless.codec import decode
+from weft_serverless.errors import WeftError, WorkflowCancelledError, WorkflowFailedError
+
+from .records import CANCELLED, COMPLETED, FAILED, TERMINAL, TIMED_OUT, WorkflowState
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDescription:
+    """A workflow's stored state, decoded."""
+
+    id: str
+    workflow_type: str
+    version: str
+    status: str
+    created_at: float
+    updated_at: float
+    result: Any
+    error: dict[str, Any] | None
+    parent_id: str | None
+    owner: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, state: WorkflowState, owner: dict[str, Any] | None = None) -> WorkflowDescription:
+        return cls(
+            id=state.id,
+            workflow_type=state.type,
+            version=state.version,
+            status=state.status,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+            result=None if state.result is None else decode(state.result),
+            error=state.error,
+            parent_id=(state.parent or {}).get("id"),
+            owner=owner,
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSummary:
+    """One row of ``Engine.list``."""
+
+    id: str
+    workflow_type: str
+    status: str
+    created_at: float
+
+
+def outcome_of(description: WorkflowDescription) -> Any:
+    """The result of a terminal workflow, or the error its ``result()`` raises."""
+    if description.status == COMPLETED:
+        return description.result
+    if description.status == CANCELLED:
+        raise WorkflowCancelledError(description.id)
+    if description.status in (FAILED, TIMED_OUT):
+        error = description.error or {}
+        raise WorkflowFailedError(
+            description.id,
+            str(error.get("type", description.status)),
+            str(error.get("message", "")),
+        )
+    raise WeftError(f"workflow {description.id!r} is {description.status}, not finished")
+
+
+class WorkflowHandle:
+    """A reference to one workflow run, by id."""
+
+    def __init__(self, engine: Engine, workflow_id: str) -> None:
+        self._engine = engine
+        self.id = workflow_id
+
+    def __repr__(self) -> str:
+        return f"WorkflowHandle({self.id!r})"
+
+    def describe(self) -> WorkflowDescription:
+        return self._engine.describe(self.id)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Return the result, or raise ``WorkflowFailedError`` / ``WorkflowCancelledError``.
+
+        Raises ``TimeoutError`` if the run has not finished within ``timeout`` seconds. With
+        ``background_tasks="manual"`` nothing advances the run while this waits except other
+        engines, so ``timeout=None`` means "check now"; in automatic mode it means "wait".
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            description = self.describe()
+            if description.is_terminal:
+                return outcome_of(description)
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if (remaining is not None and remaining <= 0) or (
+                remaining is None and not self._engine.waits_in_background
+            ):
+                raise TimeoutError(
+                    f"workflow {self.id!r} is still {description.status}; "
+                    "drive it (run_maintenance) or wait longer"
+                )
+            self._engine._wait_for_change(remaining)
+
+    def signal(self, name: str, payload: Any = None, *, signal_id: str | None = None) -> None:
+        self._engine.signal(self.id, name, payload, signal_id=signal_id)
+
+    def cancel(self) -> None:
+        self._engine.cancel(self.id)

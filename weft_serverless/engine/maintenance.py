@@ -1,0 +1,98 @@
+"""``run_maintenance``: the pass a host (an EventBridge schedule, a ticker) calls to move time on.
+
+Due timers are read shard by shard (O(due + shards) reads), each woken workflow is driven
+once, and only then are its fired timers deleted: a crash mid-pass leaves them to fire again,
+which is safe because every step commit is conditional.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from weft_serverless.codec import decode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Key
+
+from .dispatch import Dispatcher
+from .runtime import Runtime, logger
+
+MAX_TIMERS_PER_PASS = 1000
+
+
+@dataclass(slots=True)
+class MaintenanceReport:
+    """What one maintenance pass did."""
+
+    now: float
+    timers_fired: int = 0
+    workflows_driven: int = 0
+    max_lateness: float = 0.0
+    next_due: float | None = None
+    cut_short: bool = False
+    parts: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Budget:
+    """A wall-clock allowance for one pass; every part checks it before starting more work."""
+
+    deadline: float | None = None
+    monotonic: Callable[[], float] = time.monotonic
+
+    def exhausted(self) -> bool:
+        return self.deadline is not None and self.monotonic() >= self.deadline
+
+
+def fire_due_timers(
+    rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
+) -> None:
+    due: dict[str, list[tuple[Key, float]]] = {}
+    bound = keys.timer_due_bound(now)
+    seen = 0
+    for shard in range(keys.TIMER_SHARDS):
+        partition = keys.timer_partition(shard)
+        for sort, value in rt.storage.scan(partition, lt=bound, limit=MAX_TIMERS_PER_PASS - seen):
+            workflow_id = decode(value)["wf"]
+            due.setdefault(workflow_id, []).append((Key(partition, sort), keys.timer_due_of(sort)))
+            seen += 1
+        if seen >= MAX_TIMERS_PER_PASS:
+            report.cut_short = True
+            break
+    for workflow_id, timers in sorted(due.items(), key=lambda item: min(t[1] for t in item[1])):
+        if budget.exhausted():
+            report.cut_short = True
+            return
+        dispatcher.enqueue(workflow_id)
+        report.workflows_driven += dispatcher.drain(swallow_errors=True)
+        rt.storage.delete_many(key for key, _ in timers)
+        report.timers_fired += len(timers)
+        rt.metrics.timers_fired += len(timers)
+        report.max_lateness = max(report.max_lateness, *(now - d for _, d in timers))
+
+
+def next_due(rt: Runtime) -> float | None:
+    earliest: float | None = None
+    for shard in range(keys.TIMER_SHARDS):
+        for sort, _ in rt.storage.scan(keys.timer_partition(shard), limit=1):
+            due = keys.timer_due_of(sort)
+            earliest = due if earliest is None else min(earliest, due)
+    return earliest
+
+
+def run_maintenance(
+    rt: Runtime, dispatcher: Dispatcher, now: float | None, budget: Budget
+) -> MaintenanceReport:
+    moment = rt.clock() if now is None else now
+    rt.time_floor = max(rt.time_floor, moment)
+    report = MaintenanceReport(now=moment)
+    fire_due_timers(rt, dispatcher, moment, report, budget)
+    if not budget.exhausted():
+        report.next_due = next_due(rt)
+    logger.debug("maintenance: %s", report)
+    return report

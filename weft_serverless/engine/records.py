@@ -1,0 +1,140 @@
+"""The persisted records of one workflow, and reading them back in one range read.
+
+Records are msgpack maps. Payloads (input, results, signal payloads) are stored already
+encoded as bytes inside them: their size is checked once, and replay decodes only what it uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from weft_serverless.codec import SCHEMA_VERSION, decode, encode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Storage
+
+RUNNING = "running"
+PENDING = "pending"
+SUSPENDED = "suspended"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TIMED_OUT = "timed-out"
+STATUSES = (PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, CANCELLED, TIMED_OUT)
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT})
+
+
+@dataclass(slots=True)
+class WorkflowState:
+    """The head record of a workflow: who it is and where it stands."""
+
+    id: str
+    type: str
+    version: str
+    status: str
+    input: bytes
+    created_at: float
+    updated_at: float
+    result: bytes | None = None
+    error: dict[str, Any] | None = None
+    parent: dict[str, str] | None = None
+    idempotency_key: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return encode(
+            {
+                "sv": SCHEMA_VERSION,
+                "id": self.id,
+                "type": self.type,
+                "version": self.version,
+                "status": self.status,
+                "input": self.input,
+                "created_at": self.created_at,
+                "updated_at": self.updated_at,
+                "result": self.result,
+                "error": self.error,
+                "parent": self.parent,
+                "idem": self.idempotency_key,
+                "extra": self.extra,
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> WorkflowState:
+        raw = decode(data)
+        return cls(
+            id=raw["id"],
+            type=raw["type"],
+            version=raw["version"],
+            status=raw["status"],
+            input=raw["input"],
+            created_at=raw["created_at"],
+            updated_at=raw["updated_at"],
+            result=raw.get("result"),
+            error=raw.get("error"),
+            parent=raw.get("parent"),
+            idempotency_key=raw.get("idem"),
+            extra=raw.get("extra") or {},
+        )
+
+
+def error_record(kind: str, error_type: str, message: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "type": error_type, "message": message, **fields}
+
+
+@dataclass(slots=True)
+class History:
+    """Everything stored in one workflow's partition, grouped for the driver."""
+
+    state: WorkflowState
+    state_bytes: bytes
+    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)
+    raw: dict[str, bytes] = field(default_factory=dict)
+
+    def top_level_steps(self) -> int:
+        return sum(1 for slot in self.ops if "." not in slot)
+
+
+def load_history(storage: Storage, workflow_id: str) -> History | None:
+    """Read a workflow's partition (one ordered, strongly consistent range read)."""
+    partition = keys.workflow_partition(workflow_id)
+    state_bytes: bytes | None = None
+    ops: dict[str, dict[str, Any]] = {}
+    pending: dict[str, dict[str, Any]] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = {}
+    children: dict[str, dict[str, Any]] = {}
+    raw: dict[str, bytes] = {}
+    for sort, value in storage.scan(partition):
+        raw[sort] = value
+        if sort == keys.STATE:
+            state_bytes = value
+        elif sort.startswith(keys.OP_PREFIX):
+            ops[sort[len(keys.OP_PREFIX) :]] = decode(value)
+        elif sort.startswith(keys.PENDING_PREFIX):
+            pending[sort[len(keys.PENDING_PREFIX) :]] = decode(value)
+        elif sort.startswith(keys.ATTEMPT_PREFIX):
+            slot = sort[len(keys.ATTEMPT_PREFIX) :].rsplit("#", 1)[0]
+            attempts.setdefault(slot, []).append(decode(value))
+        elif sort.startswith(keys.SIGNAL_PREFIX):
+            name = keys.dec(sort[len(keys.SIGNAL_PREFIX) :].split("#", 1)[0])
+            signals.setdefault(name, []).append((sort, value, decode(value)))
+        elif sort.startswith(keys.CHILD_PREFIX):
+            children[sort[len(keys.CHILD_PREFIX) :]] = decode(value)
+    if state_bytes is None:
+        return None
+    return History(
+        WorkflowState.from_bytes(state_bytes),
+        state_bytes,
+        ops,
+        pending,
+        attempts,
+        signals,
+        children,
+        raw,
+    )

@@ -1,0 +1,97 @@
+"""Engine internals shared by the engine's modules: storage, clock, registry, settings.
+
+The ``Engine`` facade holds one ``Runtime`` and hands it to single-concern functions
+(start, drive, commit, maintenance), the way a thin facade should.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weft_serverless.codec import encode
+from weft_serverless.errors import PayloadTooLargeError
+from weft_serverless.storage.base import Condition, Storage
+from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
+
+BackgroundTasks = Literal["manual", "automatic"]
+
+logger = logging.getLogger("weft_serverless.engine")
+
+# Room a record needs around its payload (keys, signature, timestamps, error text).
+_RECORD_OVERHEAD = 8 * 1024
+
+
+@dataclass(slots=True)
+class Metrics:
+    """Process-local counters; the Lambda layer flushes them as EMF."""
+
+    steps_committed: int = 0
+    activity_attempts: int = 0
+    activity_retries: int = 0
+    timers_fired: int = 0
+    workflows_completed: int = 0
+    workflows_failed: int = 0
+    lost_commits: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def incr(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+
+class Fence:
+    """Extra conditions that make a workflow's writes safe; none in ownership mode ``none``."""
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        return []
+
+    def on_lost_commit(self, workflow_id: str) -> None:
+        """Called when a fenced commit was refused; a fencing mode tells deposition apart."""
+
+
+@dataclass
+class Runtime:
+    storage: Storage
+    definitions: Mapping[str, WorkflowDefinition]
+    activity_overrides: Mapping[str, Callable[..., Any]]
+    clock: Callable[[], float]
+    background_tasks: BackgroundTasks
+    max_payload_bytes: int
+    engine_id: str
+    fence: Fence = field(default_factory=Fence)
+    metrics: Metrics = field(default_factory=Metrics)
+    time_floor: float = 0.0
+    closed: bool = False
+    # In automatic mode, result() waiters sleep on this and terminal commits notify it.
+    terminal_changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def now(self) -> float:
+        """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""
+        return max(self.clock(), self.time_floor)
+
+    def activity(self, definition: WorkflowDefinition, name: str) -> ActivityDefinition:
+        override = self.activity_overrides.get(name)
+        if override is not None:
+            return ActivityDefinition.of(name, override)
+        return definition.activities[name]
+
+    def encode_payload(self, value: Any, what: str) -> bytes:
+        """Encode a user value and enforce the payload limit before anything is written."""
+        data = encode(value, what)
+        if len(data) > self.max_payload_bytes:
+            raise PayloadTooLargeError(what, len(data), self.max_payload_bytes)
+        return data
+
+
+def payload_limit(storage: Storage, configured: int | None) -> int:
+    """The engine's payload cap: configured, but always small enough to fit one record."""
+    fits = storage.capabilities().max_value_bytes - _RECORD_OVERHEAD
+    return min(configured, fits) if configured is not None else min(256 * 1024, fits)
+
+
+def wall_clock() -> float:
+    return time.time()

@@ -1,0 +1,65 @@
+"""Signal delivery: buffer durably, deduplicate by ``signal_id``, and leave a wake-up timer.
+
+The timer lands in the same batch as the signal, so a crash right after delivery cannot
+strand it: the next maintenance pass wakes the workflow even if no engine drove it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+from weft_serverless.codec import encode
+from weft_serverless.errors import (
+    InvalidArgumentError,
+    WorkflowNotFoundError,
+    WorkflowNotRunningError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Put
+
+from .commit import timer_ref, timer_value
+from .records import TERMINAL, WorkflowState
+from .runtime import Runtime
+
+_sequence = itertools.count()
+_process_tag = uuid.uuid4().hex[:6]
+
+MAX_SIGNAL_ID_LENGTH = 128
+
+
+def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None) -> bool:
+    """Buffer a signal for a workflow; returns False if ``signal_id`` was delivered before."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("signal name must be a non-empty string")
+    if signal_id is not None and (
+        not isinstance(signal_id, str) or not signal_id or len(signal_id) > MAX_SIGNAL_ID_LENGTH
+    ):
+        raise InvalidArgumentError(
+            f"signal_id must be a non-empty string of at most {MAX_SIGNAL_ID_LENGTH} characters"
+        )
+    encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
+    current = rt.storage.get(keys.state_key(workflow_id))
+    if current is None:
+        raise WorkflowNotFoundError(workflow_id)
+    state = WorkflowState.from_bytes(current)
+    if state.status in TERMINAL:
+        raise WorkflowNotRunningError(workflow_id, state.status)
+    now = rt.now()
+    seq = f"{keys.ms(now):016d}.{next(_sequence):08d}.{_process_tag}"
+    timer = keys.timer_key(now, workflow_id, "g" + seq)
+    record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
+    conditions: list[Condition] = []
+    ops: list[Op] = [
+        Put(keys.signal_key(workflow_id, name, seq), encode(record)),
+        Put(timer, timer_value(workflow_id, "signal")),
+    ]
+    if signal_id is not None:
+        dedup = keys.signal_id_key(workflow_id, signal_id)
+        conditions.append(Condition(dedup, None))
+        ops.append(Put(dedup, encode({"seq": seq, "name": name})))
+    if conditions:
+        return rt.storage.conditional_batch(conditions, ops)
+    rt.storage.batch(ops)
+    return True

@@ -1,0 +1,159 @@
+"""The one place that spells storage keys, and every shard count.
+
+Layout (DESIGN.md section 4):
+
+* ``wf#{id}`` holds everything of one workflow (state, op log, pending facts, attempts,
+  buffered signals, child results, owner epoch and holder), so resuming is one range read.
+* ``timers#{shard}``, ``status#{status}#{shard}`` are hash-sharded global indexes written in the
+  same atomic batch as the change they index; they are read shard by shard.
+* ``idem#{key}`` maps an idempotency key to a workflow id; ``meta`` holds store-wide records.
+
+Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can never contain the
+``#`` separator. Times are epoch milliseconds zero-padded to 16 digits so they sort as text.
+"""
+
+from __future__ import annotations
+
+import zlib
+from urllib.parse import quote, unquote
+
+from weft_serverless.storage.base import Key
+
+TIMER_SHARDS = 4
+STATUS_SHARDS = 4
+
+STATE = "state"
+OP_PREFIX = "op#"
+PENDING_PREFIX = "pend#"
+ATTEMPT_PREFIX = "att#"
+SIGNAL_PREFIX = "sig#"
+SIGNAL_ID_PREFIX = "sigid#"
+CHILD_PREFIX = "child#"
+OWNER_EPOCH = "owner#epoch"
+OWNER_HOLDER = "owner#holder"
+
+META_PARTITION = "meta"
+OWNERSHIP_MODE = "ownership-mode"
+LEASE_EPOCH = "lease#epoch"
+LEASE_HOLDER = "lease#holder"
+
+
+def enc(part: str) -> str:
+    """Percent-encode an untrusted key component (ASCII out, no ``#``)."""
+    return quote(part, safe="-_.~@:")
+
+
+def dec(part: str) -> str:
+    return unquote(part)
+
+
+def shard_of(workflow_id: str, shards: int) -> int:
+    return zlib.crc32(workflow_id.encode()) % shards
+
+
+def ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+# -- workflow partition ----------------------------------------------------------------------
+
+
+def workflow_partition(workflow_id: str) -> str:
+    return "wf#" + enc(workflow_id)
+
+
+def state_key(workflow_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), STATE)
+
+
+def step_slot(step: int) -> str:
+    return f"{step:08d}"
+
+
+def branch_slot(parent: str, index: int) -> str:
+    return f"{parent}.{index:03d}"
+
+
+def op_key(workflow_id: str, slot: str) -> Key:
+    return Key(workflow_partition(workflow_id), OP_PREFIX + slot)
+
+
+def pending_key(workflow_id: str, slot: str) -> Key:
+    return Key(workflow_partition(workflow_id), PENDING_PREFIX + slot)
+
+
+def attempt_key(workflow_id: str, slot: str, attempt: int) -> Key:
+    return Key(workflow_partition(workflow_id), f"{ATTEMPT_PREFIX}{slot}#{attempt:04d}")
+
+
+def signal_prefix(name: str) -> str:
+    return f"{SIGNAL_PREFIX}{enc(name)}#"
+
+
+def signal_key(workflow_id: str, name: str, seq: str) -> Key:
+    return Key(workflow_partition(workflow_id), signal_prefix(name) + seq)
+
+
+def signal_id_key(workflow_id: str, signal_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), SIGNAL_ID_PREFIX + enc(signal_id))
+
+
+def child_result_key(workflow_id: str, slot: str) -> Key:
+    return Key(workflow_partition(workflow_id), CHILD_PREFIX + slot)
+
+
+def owner_epoch_key(workflow_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), OWNER_EPOCH)
+
+
+def owner_holder_key(workflow_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), OWNER_HOLDER)
+
+
+# -- timers ----------------------------------------------------------------------------------
+
+
+def timer_partition(shard: int) -> str:
+    return f"timers#{shard:02d}"
+
+
+def timer_key(due: float, workflow_id: str, tag: str) -> Key:
+    """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``)."""
+    shard = shard_of(workflow_id, TIMER_SHARDS)
+    return Key(timer_partition(shard), f"{ms(due):016d}#{enc(workflow_id)}#{tag}")
+
+
+def timer_due_bound(now: float) -> str:
+    """Sort keys strictly below this bound are due at ``now``."""
+    return f"{ms(now) + 1:016d}"
+
+
+def timer_due_of(sort: str) -> float:
+    return int(sort.split("#", 1)[0]) / 1000.0
+
+
+# -- status index ----------------------------------------------------------------------------
+
+
+def status_partition(status: str, shard: int) -> str:
+    return f"status#{status}#{shard:02d}"
+
+
+def status_key(status: str, workflow_id: str, created_at: float) -> Key:
+    shard = shard_of(workflow_id, STATUS_SHARDS)
+    return Key(status_partition(status, shard), f"{ms(created_at):016d}#{enc(workflow_id)}")
+
+
+def status_entry_id(sort: str) -> str:
+    return dec(sort.split("#", 1)[1])
+
+
+# -- store-wide ------------------------------------------------------------------------------
+
+
+def idempotency_key(key: str) -> Key:
+    return Key("idem#" + enc(key), "start")
+
+
+def meta_key(name: str) -> Key:
+    return Key(META_PARTITION, name)

@@ -1,0 +1,204 @@
+"""The embedded default backend: one SQLite file, one table, write-ahead log.
+
+The table ``kv(partition, sort, value)`` is keyed and clustered on ``(partition, sort)``, so a
+scan is an index range read. Text columns use SQLite's default BINARY collation, which orders
+ASCII sort keys by code point, exactly as the contract requires.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from os import PathLike
+
+from weft_serverless.errors import StorageError, StorageUnavailableError
+from weft_serverless.storage.base import (
+    Capabilities,
+    Condition,
+    Key,
+    Op,
+    Put,
+    SortRange,
+    Storage,
+)
+
+_CAPABILITIES = Capabilities(
+    max_batch_ops=10_000,
+    max_value_bytes=4 * 1024 * 1024,
+    max_partition_bytes=1024,
+    max_sort_bytes=1024,
+    conditional_batch=True,
+    atomic_batch=True,
+    persistence="local",
+)
+
+_PAGE_ROWS = 256
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    partition TEXT NOT NULL,
+    sort TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (partition, sort)
+) WITHOUT ROWID
+"""
+_SELECT = "SELECT value FROM kv WHERE partition = ? AND sort = ?"
+_UPSERT = (
+    "INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?) "
+    "ON CONFLICT (partition, sort) DO UPDATE SET value = excluded.value"
+)
+_DELETE = "DELETE FROM kv WHERE partition = ? AND sort = ?"
+
+
+class SQLiteStorage(Storage):
+    """Storage in one SQLite file (or ``":memory:"``), safe to share between threads.
+
+    Durability is the product: a step reported as committed must still be there after a
+    crash. WAL with ``synchronous=NORMAL`` survives a process crash but can lose the last
+    commits on power loss or an OS crash, so this uses ``synchronous=FULL``, which fsyncs
+    the log on every commit and survives both, at the price of one fsync per batch.
+
+    One connection, guarded by a lock, serves all threads of this object; that also makes
+    ``":memory:"`` work, where each connection would otherwise see its own database. Writes
+    run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock before the
+    conditions are read, so a conditional batch is atomic against other connections and
+    processes on the same file too. Lock waits last up to ``timeout`` seconds, then raise
+    ``StorageUnavailableError``.
+
+    Scans read pages of rows, each page continuing after the last sort key seen, so a huge
+    partition never loads at once. Pages are separate reads: a scan sees each key that
+    exists throughout it exactly once, in order, but may or may not see keys written while
+    it runs.
+    """
+
+    def __init__(self, path: str | PathLike[str] = "weft.db", *, timeout: float = 30.0) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        with _translated():
+            conn = sqlite3.connect(
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+        self._conn: sqlite3.Connection | None = conn
+
+    def capabilities(self) -> Capabilities:
+        return _CAPABILITIES
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _get(self, key: Key) -> bytes | None:
+        with self._lock, _translated():
+            row = self._connection().execute(_SELECT, (key.partition, key.sort)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        remaining = limit
+        # The bound the walk moves away from, then a strict bound after the last key seen.
+        start = (rng.high, rng.high_inclusive) if reverse else (rng.low, rng.low_inclusive)
+        end = (rng.low, rng.low_inclusive) if reverse else (rng.high, rng.high_inclusive)
+        while remaining is None or remaining > 0:
+            size = _PAGE_ROWS if remaining is None else min(_PAGE_ROWS, remaining)
+            page = self._page(partition, start, end, reverse, size)
+            yield from page
+            if len(page) < size:
+                return
+            if remaining is not None:
+                remaining -= len(page)
+            start = (page[-1][0], False)
+
+    def _batch(self, ops: Sequence[Op]) -> None:
+        with self._lock, _translated(), self._write() as conn:
+            _apply(conn, ops)
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        with self._lock, _translated(), self._write() as conn:
+            for cond in conditions:
+                row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
+                if (None if row is None else bytes(row[0])) != cond.expected:
+                    conn.execute("ROLLBACK")
+                    return False
+            _apply(conn, ops)
+            return True
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("this SQLiteStorage is closed; open a new one")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed on normal exit unless already rolled back."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _page(
+        self,
+        partition: str,
+        start: tuple[str | None, bool],
+        end: tuple[str | None, bool],
+        reverse: bool,
+        size: int,
+    ) -> list[tuple[str, bytes]]:
+        clauses = ["partition = ?"]
+        params: list[object] = [partition]
+        for (bound, inclusive), is_lower in ((start, not reverse), (end, reverse)):
+            if bound is not None:
+                op = ">" if is_lower else "<"
+                clauses.append(f"sort {op}{'=' if inclusive else ''} ?")
+                params.append(bound)
+        order = "DESC" if reverse else "ASC"
+        sql = (
+            f"SELECT sort, value FROM kv WHERE {' AND '.join(clauses)} "
+            f"ORDER BY sort {order} LIMIT ?"
+        )
+        params.append(size)
+        with self._lock, _translated():
+            rows = self._connection().execute(sql, params).fetchall()
+        return [(sort, bytes(value)) for sort, value in rows]
+
+
+def _apply(conn: sqlite3.Connection, ops: Sequence[Op]) -> None:
+    puts = [(op.key.partition, op.key.sort, bytes(op.value)) for op in ops if isinstance(op, Put)]
+    deletes = [(op.key.partition, op.key.sort) for op in ops if not isinstance(op, Put)]
+    if puts:
+        conn.executemany(_UPSERT, puts)
+    if deletes:
+        conn.executemany(_DELETE, deletes)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """Turn sqlite3 errors into storage errors, so no sqlite3 type leaves this module."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}") from exc
+        raise StorageError(f"SQLite failed: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StorageError(f"SQLite failed: {exc}") from exc

@@ -1,0 +1,118 @@
+"""The ``workflow()`` builder and the definitions it produces.
+
+Definitions are validated when declared, and every problem is reported at once, so a typo
+fails at import time rather than deep inside a run days later.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from weft_serverless.errors import WorkflowBuilderError
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityDefinition:
+    """A named side-effecting function a workflow may ``ctx.run``."""
+
+    name: str
+    fn: Callable[..., Any]
+    takes_input: bool
+    is_async: bool
+
+    @classmethod
+    def of(cls, name: str, fn: Callable[..., Any]) -> ActivityDefinition:
+        return cls(name, fn, _takes_input(fn), inspect.iscoroutinefunction(fn))
+
+
+def _takes_input(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDefinition:
+    """A registered workflow: its generator function, version and activities."""
+
+    name: str
+    version: str
+    fn: Callable[..., Any]
+    activities: Mapping[str, ActivityDefinition] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    def activity_name(self, activity: str | Callable[..., Any]) -> str | None:
+        """The registered name for a name or a function, or None if not declared."""
+        if isinstance(activity, str):
+            return activity if activity in self.activities else None
+        for name, definition in self.activities.items():
+            if definition.fn is activity:
+                return name
+        return None
+
+
+class WorkflowBuilder:
+    """Collects a workflow's parts; ``execute`` validates them and returns the definition."""
+
+    def __init__(self, name: str, version: str) -> None:
+        self._name = name
+        self._version = version
+        self._activities: dict[str, Callable[..., Any]] | None = None
+        self._issues: list[str] = []
+        self._done = False
+        if not isinstance(name, str) or not name.strip():
+            self._issues.append("name must be a non-empty string")
+        if not isinstance(version, str) or not version:
+            self._issues.append("version must be a non-empty string")
+
+    def activities(self, **fns: Callable[..., Any]) -> WorkflowBuilder:
+        """Declare the activities this workflow may run, by name."""
+        if self._activities is not None:
+            self._issues.append(".activities() may be called only once")
+            return self
+        self._activities = {}
+        for activity_name, fn in fns.items():
+            if not callable(fn):
+                self._issues.append(f"activity {activity_name!r} is not callable")
+                continue
+            if inspect.isgeneratorfunction(fn):
+                self._issues.append(
+                    f"activity {activity_name!r} is a generator; activities are plain "
+                    "functions (or async def)"
+                )
+                continue
+            self._activities[activity_name] = fn
+        return self
+
+    def execute(self, fn: Callable[..., Any]) -> WorkflowDefinition:
+        """Finish the definition with its generator function ``fn(ctx, input)``."""
+        issues = list(self._issues)
+        if self._done:
+            issues.append(".execute() may be called only once")
+        if not inspect.isgeneratorfunction(fn):
+            kind = "an async function" if inspect.iscoroutinefunction(fn) else "not a generator"
+            issues.append(
+                f"the workflow function {getattr(fn, '__name__', fn)!r} is {kind}; "
+                "write it as a generator: def wf(ctx, input): result = yield ctx.run(...)"
+            )
+        if issues:
+            raise WorkflowBuilderError(str(self._name), issues)
+        self._done = True
+        activities = {
+            name: ActivityDefinition.of(name, f) for name, f in (self._activities or {}).items()
+        }
+        return WorkflowDefinition(self._name, self._version, fn, MappingProxyType(activities))
+
+
+def workflow(name: str, version: str = "1") -> WorkflowBuilder:
+    """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``."""
+    return WorkflowBuilder(name, version)
