@@ -234,3 +234,53 @@ class WorkflowNotRunningError(WeftError):
         super().__init__(f"workflow {workflow_id!r} is {status}; it no longer accepts this call")
         self.workflow_id = workflow_id
         self.status = status
+
+
+class OwnershipModeMismatchError(ConfigurationError):
+    """The store was set up for another ownership mode than this engine's."""
+
+    def __init__(self, configured_mode: str, stored_mode: str, established_at: float) -> None:
+        super().__init__(
+            f"this engine uses ownership={configured_mode!r} but the store was established "
+            f"with {stored_mode!r} at {established_at}; run every engine on one store in the "
+            "same mode (change modes only with all engines stopped)"
+        )
+        self.configured_mode = configured_mode
+        self.stored_mode = stored_mode
+        self.established_at = established_at
+
+
+class WorkflowClaimUnavailableError(WeftError):
+    """Another engine holds this workflow's claim; retry later or on that engine."""
+
+    def __init__(self, workflow_id: str, held_by: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} is held by engine {held_by!r}; retry after it parks "
+            "or its claim expires"
+        )
+        self.workflow_id = workflow_id
+        self.held_by = held_by
+
+
+class EngineLeaseUnavailableError(WeftError):
+    """ownership='lease': another engine holds the store-wide lease."""
+
+    def __init__(self, held_by: str, expires_at: float) -> None:
+        super().__init__(
+            f"the store-wide lease is held by engine {held_by!r} until {expires_at}; "
+            "stop that engine or wait for the lease to expire"
+        )
+        self.held_by = held_by
+        self.expires_at = expires_at
+
+
+class EngineLeaseLostError(WeftError):
+    """ownership='lease': this engine lost the store-wide lease and stopped itself."""
+
+
+class WorkflowClaimLost(RuntimeWarning):
+    """This engine lost a workflow's claim; it stopped driving that workflow."""
+
+
+class WorkflowWakeDiscarded(RuntimeWarning):
+    """A wake-up was dropped because this engine does not own the workflow."""

@@ -46,3 +46,29 @@ class BackgroundDriver:
             if self._dispatcher.pending():
                 continue
             self._wake.wait(pause)
+
+
+class Heartbeat:
+    """Renews held claims on a thread while an invocation drives a long activity."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+        self._stop = threading.Event()
+        interval = rt.fence.renew_interval or POLL_INTERVAL
+        self._interval = interval
+        self._thread = threading.Thread(target=self._loop, name="weft-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._rt.fence.renew_all()
+                self._rt.metrics.incr("heartbeat_renewals")
+            except Exception:
+                logger.exception("claim heartbeat failed; the next one retries")

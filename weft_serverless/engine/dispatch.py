@@ -14,35 +14,56 @@ from collections.abc import Callable
 from weft_serverless.errors import WeftError
 
 from .commit import LostCommit
+from .ownership import EngineDeposedError
 from .runtime import Runtime, logger
 
 _LOST_COMMIT_RETRIES = 3
 
+# What a drive reports: a workflow status, or an ownership verdict when it did not drive.
+RETAIN = "retain"
+COLLECT = "collect"
+BUSY = "busy"
+DEPOSED = "deposed"
+
 
 class Dispatcher:
-    def __init__(self, rt: Runtime, drive: Callable[[str], object]) -> None:
+    def __init__(self, rt: Runtime, drive: Callable[[str, str], str]) -> None:
         self._rt = rt
         self._drive = drive
         self._lock = threading.Lock()
-        self._queue: deque[str] = deque()
+        self._queue: deque[tuple[str, str]] = deque()
         self._queued: set[str] = set()
         self._active: set[str] = set()
-        self._again: set[str] = set()
+        self._again: dict[str, str] = {}
         self.on_enqueue: Callable[[], None] | None = None
 
-    def enqueue(self, workflow_id: str) -> None:
+    def enqueue(self, workflow_id: str, kind: str = "wake") -> None:
         with self._lock:
             if workflow_id in self._active:
-                self._again.add(workflow_id)
+                self._again[workflow_id] = kind
             elif workflow_id not in self._queued:
                 self._queued.add(workflow_id)
-                self._queue.append(workflow_id)
+                self._queue.append((workflow_id, kind))
         if self.on_enqueue is not None:
             self.on_enqueue()
 
     def pending(self) -> int:
         with self._lock:
             return len(self._queue)
+
+    def run(self, workflow_id: str, kind: str, *, swallow_errors: bool = True) -> str:
+        """Drive one workflow now, then whatever it woke; returns what its drive reported."""
+        with self._lock:
+            if workflow_id in self._active:
+                self._again[workflow_id] = kind
+                return BUSY
+            self._active.add(workflow_id)
+        try:
+            outcome = self._drive_with_retries(workflow_id, kind, swallow_errors)
+        finally:
+            self._release(workflow_id)
+        self.drain(swallow_errors=swallow_errors)
+        return outcome
 
     def drain(self, *, swallow_errors: bool = False) -> int:
         """Drive queued workflows until the queue is empty; returns how many drives ran."""
@@ -51,32 +72,39 @@ class Dispatcher:
             with self._lock:
                 if not self._queue:
                     return drives
-                workflow_id = self._queue.popleft()
+                workflow_id, kind = self._queue.popleft()
                 self._queued.discard(workflow_id)
                 if workflow_id in self._active:
-                    self._again.add(workflow_id)
+                    self._again[workflow_id] = kind
                     continue
                 self._active.add(workflow_id)
             try:
                 drives += 1
-                self._drive_with_retries(workflow_id, swallow_errors)
+                self._drive_with_retries(workflow_id, kind, swallow_errors)
             finally:
-                with self._lock:
-                    self._active.discard(workflow_id)
-                    if workflow_id in self._again:
-                        self._again.discard(workflow_id)
-                        self._queued.add(workflow_id)
-                        self._queue.append(workflow_id)
+                self._release(workflow_id)
 
-    def _drive_with_retries(self, workflow_id: str, swallow_errors: bool) -> None:
+    def _release(self, workflow_id: str) -> None:
+        with self._lock:
+            self._active.discard(workflow_id)
+            kind = self._again.pop(workflow_id, None)
+            if kind is not None and workflow_id not in self._queued:
+                self._queued.add(workflow_id)
+                self._queue.append((workflow_id, kind))
+
+    def _drive_with_retries(self, workflow_id: str, kind: str, swallow_errors: bool) -> str:
         for _ in range(_LOST_COMMIT_RETRIES):
             try:
-                self._drive(workflow_id)
-                return
+                return self._drive(workflow_id, kind)
+            except EngineDeposedError:
+                self._rt.fence.deposed(workflow_id)
+                return DEPOSED
             except LostCommit:
                 logger.info("workflow %s: another writer committed first; re-reading", workflow_id)
+                kind = "retry"
             except WeftError as exc:
                 if not swallow_errors:
                     raise
                 logger.warning("workflow %s could not be driven: %s", workflow_id, exc)
-                return
+                return "error"
+        return BUSY

@@ -27,8 +27,13 @@ from .runtime import Runtime, logger
 from .steps import Outcome, RaiseAtYield, StepRunner
 
 
-def drive(rt: Runtime, workflow_id: str, enqueue: Callable[[str], None]) -> str | None:
-    """Advance a workflow as far as it can go now; returns its status afterwards (None: gone)."""
+def drive(
+    rt: Runtime, workflow_id: str, enqueue: Callable[[str], None], awaiting: set[str]
+) -> str | None:
+    """Advance a workflow as far as it can go now; returns its status afterwards (None: gone).
+
+    ``awaiting`` receives the names of the signals the workflow parked on.
+    """
     history = load_history(rt.storage, workflow_id)
     if history is None:
         return None
@@ -44,6 +49,7 @@ def drive(rt: Runtime, workflow_id: str, enqueue: Callable[[str], None]) -> str 
         return history.state.status
     ctx = WorkflowContext(workflow_id, definition, rt.now)
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
+    runner.awaiting = awaiting
     try:
         gen = definition.fn(ctx, decode(history.state.input))
     except Exception as exc:

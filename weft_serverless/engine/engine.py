@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
 from weft_serverless.errors import (
     ConfigurationError,
@@ -17,15 +18,17 @@ from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle, signals
-from .background import BackgroundDriver
+from .background import BackgroundDriver, Heartbeat
 from .dispatch import Dispatcher
 from .driver import drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .maintenance import Budget, MaintenanceReport, run_maintenance
+from .ownership import Mode, Ownership, Timing
 from .records import RUNNING, STATUSES, WorkflowState
 from .runtime import BackgroundTasks, Runtime, payload_limit, wall_clock
+from .store_lease import StoreLease
+from .workflow_lease import WorkflowLease
 
-Ownership = Literal["none", "lease", "workflow-lease"]
 MAX_WORKFLOW_ID_LENGTH = 256
 
 
@@ -43,29 +46,45 @@ class Engine:
         storage: Storage,
         workflows: Mapping[str, WorkflowDefinition],
         *,
-        ownership: Ownership = "none",
+        ownership: Mode = "none",
         background_tasks: BackgroundTasks = "automatic",
         recover: bool = True,
         clock: Callable[[], float] | None = None,
         activities: Mapping[str, Callable[..., Any]] | None = None,
         max_payload_bytes: int | None = None,
         engine_id: str | None = None,
+        lease_ttl: float = 30.0,
+        lease_renew_interval: float = 5.0,
+        lease_wait_timeout: float = 0.0,
+        workflow_claim_ttl: float = 30.0,
+        workflow_claim_renew_interval: float = 5.0,
     ) -> Engine:
         """Register workflows, then recover running ones (``recover=True``).
 
         ``background_tasks="manual"`` starts no thread: calls that wake a workflow drive it
         inline, and the host calls ``run_maintenance()`` to fire timers (the serverless
         profile). ``"automatic"`` runs a small background driver for long-lived processes.
+
+        ``ownership`` picks who may write a workflow: ``"none"`` (one engine per store),
+        ``"lease"`` (one store-wide writer, fenced) or ``"workflow-lease"`` (one fenced owner
+        per workflow, so many engines can share a store; the mode for Lambda). Timing rules
+        are checked before anything is read: renew interval < ttl, ttl >= 3 x renew interval.
         """
         _check_registry(workflows)
         if background_tasks not in ("manual", "automatic"):
             raise ConfigurationError(
                 f"background_tasks must be 'manual' or 'automatic', got {background_tasks!r}"
             )
-        if ownership != "none":
+        if ownership not in ("none", "lease", "workflow-lease"):
             raise ConfigurationError(
-                f"ownership={ownership!r} is not available in this build; use 'none'"
+                f"ownership must be 'none', 'lease' or 'workflow-lease', got {ownership!r}"
             )
+        lease_timing = Timing(lease_ttl, lease_renew_interval)
+        claim_timing = Timing(workflow_claim_ttl, workflow_claim_renew_interval)
+        if ownership == "lease":
+            lease_timing.check("lease")
+        elif ownership == "workflow-lease":
+            claim_timing.check("workflow claim")
         if max_payload_bytes is not None and max_payload_bytes <= 0:
             raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
         rt = Runtime(
@@ -77,6 +96,13 @@ class Engine:
             max_payload_bytes=payload_limit(storage, max_payload_bytes),
             engine_id=engine_id or uuid.uuid4().hex,
         )
+        if ownership == "lease":
+            rt.fence = StoreLease(rt, lease_timing, lease_wait_timeout)
+        elif ownership == "workflow-lease":
+            rt.fence = WorkflowLease(rt, claim_timing)
+        else:
+            rt.fence = Ownership(rt)
+        rt.fence.bootstrap()
         engine = cls(rt)
         if recover:
             engine.recover_all()
@@ -107,7 +133,7 @@ class Engine:
             self._rt, workflow_type, workflow_id, encoded, idempotency_key=idempotency_key
         )
         started = lifecycle.start_workflow(self._rt, state)
-        self._wake(started)
+        self._wake(started, "start")
         return WorkflowHandle(self, started)
 
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
@@ -117,7 +143,8 @@ class Engine:
         data = self._rt.storage.get(keys.state_key(_check_id(workflow_id)))
         if data is None:
             raise WorkflowNotFoundError(workflow_id)
-        return WorkflowDescription.of(WorkflowState.from_bytes(data))
+        owner = self._rt.fence.owner_of(workflow_id)
+        return WorkflowDescription.of(WorkflowState.from_bytes(data), owner)
 
     def list(
         self,
@@ -157,14 +184,14 @@ class Engine:
         """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
         self._check_open()
         if signals.deliver(self._rt, _check_id(workflow_id), name, payload, signal_id):
-            self._wake(workflow_id)
+            self._wake(workflow_id, "signal")
 
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._check_open()
         state = lifecycle.cancel(self._rt, _check_id(workflow_id))
         if state.parent:
-            self._wake(state.parent["id"])
+            self._wake(state.parent["id"], "child-completion")
 
     # -- recovery and maintenance ---------------------------------------------------------------
 
@@ -172,10 +199,63 @@ class Engine:
         """Drive every running workflow from its stored history; returns how many."""
         ids = [row.id for row in self.list(status=RUNNING, limit=10**9)]
         for workflow_id in ids:
-            self._dispatcher.enqueue(workflow_id)
+            self._dispatcher.enqueue(workflow_id, "recover")
         if self._rt.background_tasks == "manual":
             self._dispatcher.drain(swallow_errors=True)
         return len(ids)
+
+    def resume(self, workflow_id: str) -> str:
+        """Drive a running workflow now, from its stored history; returns its status after.
+
+        Under ``workflow-lease`` this claims the workflow first and raises
+        ``WorkflowClaimUnavailableError`` when another engine holds it.
+        """
+        self._check_open()
+        self.describe(workflow_id)
+        return self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
+
+    @contextmanager
+    def invocation(
+        self,
+        *,
+        time_left: Callable[[], float] | None = None,
+        deadline: float | None = None,
+        step_reserve: float = 1.0,
+        heartbeat: bool = True,
+    ) -> Iterator[Engine]:
+        """Scope one serverless invocation (a Lambda handler call).
+
+        Inside it no step starts when fewer than ``step_reserve`` seconds (or the step's own
+        timeout) remain: the workflow parks behind a timer due now, for the next invocation
+        or maintenance pass. Held claims are renewed by a heartbeat while it runs, and on exit
+        the claims of parked workflows are released, so a frozen container holds nothing and
+        another invocation can wake them at once.
+
+        Args:
+            time_left: seconds remaining (e.g. Lambda's remaining time / 1000).
+            deadline: or an absolute ``time.monotonic()`` deadline.
+            step_reserve: the least time a step may start with.
+            heartbeat: renew held claims on a thread while the invocation runs.
+        """
+        if time_left is None and deadline is not None:
+            fixed = deadline
+
+            def time_left() -> float:
+                return fixed - time.monotonic()
+
+        previous = (self._rt.time_left, self._rt.step_reserve)
+        self._rt.time_left, self._rt.step_reserve = time_left, step_reserve
+        beat = Heartbeat(self._rt) if heartbeat and self._rt.fence.renew_interval else None
+        try:
+            if beat is not None:
+                beat.start()
+            yield self
+        finally:
+            if beat is not None:
+                beat.stop()
+            self._rt.time_left, self._rt.step_reserve = previous
+            released = self._rt.fence.release_parked()
+            self._rt.metrics.incr("claims_released_at_invocation_end", released)
 
     def run_maintenance(
         self, now: float | None = None, *, budget_seconds: float | None = None
@@ -190,6 +270,8 @@ class Engine:
         if self._background is not None:
             self._background.stop()
             self._background = None
+        if not self._rt.closed:
+            self._rt.fence.close()
         self._rt.closed = True
 
     def __enter__(self) -> Engine:
@@ -213,14 +295,23 @@ class Engine:
         with self._rt.terminal_changed:
             self._rt.terminal_changed.wait(pause)
 
-    def _drive(self, workflow_id: str) -> object:
-        status = drive(self._rt, workflow_id, self._dispatcher.enqueue)
-        with self._rt.terminal_changed:
-            self._rt.terminal_changed.notify_all()
-        return status
+    def _drive(self, workflow_id: str, kind: str) -> str:
+        """Drive one workflow if this engine may (ownership verdict first)."""
+        verdict = self._rt.fence.prepare_wake(workflow_id, kind, explicit=kind == "resume")
+        if verdict != "drive":
+            return verdict
+        awaiting: set[str] = set()
+        status: str | None = None
+        try:
+            status = drive(self._rt, workflow_id, self._dispatcher.enqueue, awaiting)
+        finally:
+            self._rt.fence.after_drive(workflow_id, status, frozenset(awaiting))
+            with self._rt.terminal_changed:
+                self._rt.terminal_changed.notify_all()
+        return status or "gone"
 
-    def _wake(self, workflow_id: str) -> None:
-        self._dispatcher.enqueue(workflow_id)
+    def _wake(self, workflow_id: str, kind: str = "wake") -> None:
+        self._dispatcher.enqueue(workflow_id, kind)
         if self._rt.background_tasks == "manual":
             self._dispatcher.drain()
 

@@ -74,8 +74,10 @@ def start_batch(state: WorkflowState) -> tuple[list[Condition], list[Op]]:
 def start_workflow(rt: Runtime, state: WorkflowState) -> str:
     """Create the run; return its id (an existing one for a repeated idempotency key)."""
     conditions, ops = start_batch(state)
-    if rt.storage.conditional_batch(conditions + rt.fence.conditions(state.id), ops):
+    claim = rt.fence.start_fragment(state.id)
+    if rt.storage.conditional_batch(conditions + claim.conditions, ops + claim.ops):
         return state.id
+    rt.fence.forget_start(state.id)
     if state.idempotency_key is not None:
         existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
         if existing is not None:
@@ -99,8 +101,11 @@ def start_child(
     pending_key = keys.pending_key(parent_id, slot)
     conditions.append(Condition(pending_key, None))
     ops.append(Put(pending_key, encode(pending)))
-    if rt.storage.conditional_batch(conditions + rt.fence.conditions(parent_id), ops):
+    claim = rt.fence.start_fragment(child_id)
+    conditions += claim.conditions + rt.fence.conditions(parent_id)
+    if rt.storage.conditional_batch(conditions, ops + claim.ops):
         return pending
+    rt.fence.forget_start(child_id)
     if rt.storage.get(pending_key) is not None:
         raise LostCommit(parent_id)
     return WorkflowAlreadyExistsError(child_id)
@@ -167,7 +172,9 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
-    commit(rt, new.id, [Condition(keys.state_key(new.id), history.state_bytes)], ops)
+    with rt.fence.release_for_terminal(new.id) as release:
+        conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
+        commit(rt, new.id, conditions, ops + release.ops)
     if status == "completed":
         rt.metrics.workflows_completed += 1
     else:
@@ -185,7 +192,8 @@ def cancel(rt: Runtime, workflow_id: str) -> WorkflowState:
         if state.status in TERMINAL:
             return state
         new, ops = transition_ops(state, "cancelled", rt.now(), None, None)
-        conditions = [Condition(keys.state_key(workflow_id), current)]
-        if rt.storage.conditional_batch(conditions, ops):
+        rotation = rt.fence.rotate_fragment(workflow_id)
+        conditions = [Condition(keys.state_key(workflow_id), current), *rotation.conditions]
+        if rt.storage.conditional_batch(conditions, ops + rotation.ops):
             return new
     raise WeftError(f"cancel of {workflow_id!r} kept racing other writers; try again")

@@ -1,5 +1,9 @@
 """``run_maintenance``: the pass a host (an EventBridge schedule, a ticker) calls to move time on.
 
+Order (DESIGN.md section 5): ownership first (renew held claims, reclaim expired ones and
+drive them, poll buffered signals of parked owned workflows), then due timers. Cross-engine
+``result()`` waiters need no settling pass: a waiting handle re-reads the stored state.
+
 Due timers are read shard by shard (O(due + shards) reads), each woken workflow is driven
 once, and only then are its fired timers deleted: a crash mid-pass leaves them to fire again,
 which is safe because every step commit is conditional.
@@ -16,7 +20,7 @@ from weft_serverless.codec import decode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key
 
-from .dispatch import Dispatcher
+from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
 from .runtime import Runtime, logger
 
 MAX_TIMERS_PER_PASS = 1000
@@ -52,14 +56,15 @@ class Budget:
 def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
 ) -> None:
-    due: dict[str, list[tuple[Key, float]]] = {}
+    due: dict[str, list[tuple[Key, float, str]]] = {}
     bound = keys.timer_due_bound(now)
     seen = 0
     for shard in range(keys.TIMER_SHARDS):
         partition = keys.timer_partition(shard)
         for sort, value in rt.storage.scan(partition, lt=bound, limit=MAX_TIMERS_PER_PASS - seen):
-            workflow_id = decode(value)["wf"]
-            due.setdefault(workflow_id, []).append((Key(partition, sort), keys.timer_due_of(sort)))
+            timer = decode(value)
+            entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
+            due.setdefault(timer["wf"], []).append(entry)
             seen += 1
         if seen >= MAX_TIMERS_PER_PASS:
             report.cut_short = True
@@ -68,12 +73,17 @@ def fire_due_timers(
         if budget.exhausted():
             report.cut_short = True
             return
-        dispatcher.enqueue(workflow_id)
-        report.workflows_driven += dispatcher.drain(swallow_errors=True)
-        rt.storage.delete_many(key for key, _ in timers)
+        outcome = dispatcher.run(workflow_id, timers[0][2])
+        if outcome in (RETAIN, BUSY, DEPOSED, "error"):
+            # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
+            report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
+            continue
+        if outcome != COLLECT:
+            report.workflows_driven += 1
+        rt.storage.delete_many(key for key, _, _ in timers)
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
-        report.max_lateness = max(report.max_lateness, *(now - d for _, d in timers))
+        report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
 
 
 def next_due(rt: Runtime) -> float | None:
@@ -91,7 +101,11 @@ def run_maintenance(
     moment = rt.clock() if now is None else now
     rt.time_floor = max(rt.time_floor, moment)
     report = MaintenanceReport(now=moment)
-    fire_due_timers(rt, dispatcher, moment, report, budget)
+    rt.fence.maintain(report, budget, dispatcher)
+    if not budget.exhausted():
+        fire_due_timers(rt, dispatcher, moment, report, budget)
+    else:
+        report.cut_short = True
     if not budget.exhausted():
         report.next_due = next_due(rt)
     logger.debug("maintenance: %s", report)

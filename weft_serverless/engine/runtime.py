@@ -11,12 +11,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import PayloadTooLargeError
-from weft_serverless.storage.base import Condition, Storage
+from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
+
+if TYPE_CHECKING:
+    from .ownership import Ownership
 
 BackgroundTasks = Literal["manual", "automatic"]
 
@@ -43,16 +46,6 @@ class Metrics:
         self.counters[name] = self.counters.get(name, 0) + by
 
 
-class Fence:
-    """Extra conditions that make a workflow's writes safe; none in ownership mode ``none``."""
-
-    def conditions(self, workflow_id: str) -> list[Condition]:
-        return []
-
-    def on_lost_commit(self, workflow_id: str) -> None:
-        """Called when a fenced commit was refused; a fencing mode tells deposition apart."""
-
-
 @dataclass
 class Runtime:
     storage: Storage
@@ -62,16 +55,25 @@ class Runtime:
     background_tasks: BackgroundTasks
     max_payload_bytes: int
     engine_id: str
-    fence: Fence = field(default_factory=Fence)
+    fence: Ownership = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     time_floor: float = 0.0
     closed: bool = False
+    # Seconds left in the current invocation (None: no budget); see Engine.invocation.
+    time_left: Callable[[], float] | None = None
+    step_reserve: float = 0.0
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
 
     def now(self) -> float:
         """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""
         return max(self.clock(), self.time_floor)
+
+    def low_on_time(self, needed: float | None) -> bool:
+        """Whether the invocation budget is too small to start a step needing ``needed`` s."""
+        if self.time_left is None:
+            return False
+        return self.time_left() < max(self.step_reserve, needed or 0.0)
 
     def activity(self, definition: WorkflowDefinition, name: str) -> ActivityDefinition:
         override = self.activity_overrides.get(name)

@@ -50,7 +50,7 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
     seq = f"{keys.ms(now):016d}.{next(_sequence):08d}.{_process_tag}"
     timer = keys.timer_key(now, workflow_id, "g" + seq)
     record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
-    conditions: list[Condition] = []
+    conditions: list[Condition] = rt.fence.external_conditions()
     ops: list[Op] = [
         Put(keys.signal_key(workflow_id, name, seq), encode(record)),
         Put(timer, timer_value(workflow_id, "signal")),

@@ -100,6 +100,7 @@ class StepRunner:
         self.definition = definition
         self.history = history
         self.enqueue = enqueue
+        self.awaiting: set[str] = set()
 
     # -- replay --------------------------------------------------------------------------
 
@@ -185,6 +186,9 @@ class StepRunner:
             if attempts and self.rt.now() < attempts[-1]["due"]:
                 return None
             number = len(attempts) + 1
+            if self.rt.low_on_time(cmd.timeout):
+                self._yield_to_next_invocation(slot, number)
+                return None
             result = run_attempt(self.rt, activity, cmd, encoded_input)
             if result.ok:
                 value = decode(result.value) if result.value is not None else None
@@ -211,6 +215,13 @@ class StepRunner:
             return self._finish(
                 slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err}
             )
+
+    def _yield_to_next_invocation(self, slot: str, attempt: int) -> None:
+        """Too little time left to start this step: park behind a timer that is due now."""
+        now = self.rt.now()
+        timer = keys.timer_key(now, self.workflow_id, f"b{slot}#{attempt}#{keys.ms(now)}")
+        commit(self.rt, self.workflow_id, [], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        self.rt.metrics.incr("steps_deferred_for_budget")
 
     def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
         pending = self.history.pending.get(slot)
@@ -242,6 +253,7 @@ class StepRunner:
                 ops=ops,
                 after_commit=[lambda: queue.pop(0)],
             )
+        self.awaiting.add(cmd.name)
         if cmd.timeout is None:
             return None
         pending = self.history.pending.get(slot)

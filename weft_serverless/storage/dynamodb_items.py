@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,6 +19,8 @@ from weft_serverless.storage.dynamodb_meter import (
     MAX_ITEM_BYTES,
     MAX_TRANSACTION_BYTES,
     item_size,
+    read_units,
+    write_units,
 )
 from weft_serverless.storage.dynamodb_schema import (
     DIGEST_ATTRIBUTE,
@@ -95,6 +97,14 @@ class Action:
         """Bytes this action puts in the request (the item, or only the key)."""
         return item_size(self.item if self.item is not None else key_attributes(self.key))
 
+    def units(self) -> int:
+        """Units of this action done once: writes by the larger of new and replaced item,
+        condition checks as a read of the item the condition implies."""
+        if self.kind == "ConditionCheck":
+            return read_units(self.old_size)
+        new = self.size if self.kind == "Put" else 0
+        return write_units(max(new, self.old_size))
+
     def condition_params(self) -> dict[str, Any]:
         if not self.conditioned:
             return {}
@@ -129,6 +139,24 @@ def check_limits(actions: Sequence[Action], transactional: bool) -> None:
             MAX_TRANSACTION_BYTES,
             f"{len(actions)} items; configure offload_bucket= or split the work",
         )
+
+
+def committed(actions: Sequence[Action], current: Mapping[Key, Mapping[str, Any] | None]) -> bool:
+    """Whether ``current`` (read back after an ambiguous attempt) shows the commit landed.
+
+    It did if every put key holds its intended digest and every deleted key is absent. A
+    batch that writes nothing proves nothing, so its failed condition stands.
+    """
+    written = [action for action in actions if action.kind != "ConditionCheck"]
+    for action in written:
+        item = current.get(action.key)
+        if action.kind == "Delete" and item is not None:
+            return False
+        if action.kind == "Put" and (
+            item is None or item.get(DIGEST_ATTRIBUTE, {}).get("B") != action.digest
+        ):
+            return False
+    return bool(written)
 
 
 def commit_token(table: str, actions: Sequence[Action]) -> str:

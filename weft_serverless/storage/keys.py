@@ -21,6 +21,7 @@ from weft_serverless.storage.base import Key
 
 TIMER_SHARDS = 4
 STATUS_SHARDS = 4
+CLAIM_SHARDS = 4
 
 STATE = "state"
 OP_PREFIX = "op#"
@@ -146,6 +147,18 @@ def status_key(status: str, workflow_id: str, created_at: float) -> Key:
 
 def status_entry_id(sort: str) -> str:
     return dec(sort.split("#", 1)[1])
+
+
+# -- held workflow claims (workflow-lease) ---------------------------------------------------
+
+
+def claim_partition(shard: int) -> str:
+    return f"claims#{shard:02d}"
+
+
+def claim_index_key(workflow_id: str) -> Key:
+    """Lists claims held anywhere, so a maintenance pass can find expired ones to take over."""
+    return Key(claim_partition(shard_of(workflow_id, CLAIM_SHARDS)), enc(workflow_id))
 
 
 # -- store-wide ------------------------------------------------------------------------------

@@ -1,0 +1,266 @@
+"""The ``weft`` command line.
+
+Each subcommand is one ``_add_<name>`` function that declares its arguments and binds a
+handler ``(args) -> exit status``. Handlers import what they use when they run, so
+``weft --help`` stays fast and no subcommand pays for another's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from weft_serverless.storage.base import Storage
+    from weft_serverless.workflow import WorkflowDefinition
+
+Handler = Callable[[argparse.Namespace], int]
+
+# The crash phase dies with this status, so the demo can tell the planned crash from a bug.
+_CRASH_EXIT = 17
+_CRASH_ACTIVITY = "ship_order"
+_CRASH_PHASE = "run-until-crash"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``weft`` with ``argv`` (default: the process arguments); return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    from weft_serverless.errors import WeftError
+
+    try:
+        return handler(args)
+    except WeftError as exc:
+        print(f"weft: {exc.code}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weft", description="Durable Python workflows on DynamoDB or an embedded SQLite file."
+    )
+    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _add_demo(subcommands)
+    return parser
+
+
+# -- weft demo ---------------------------------------------------------------------------------
+
+
+def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = subcommands.add_parser(
+        "demo",
+        help="watch a workflow survive a real process crash",
+        description=(
+            "Run the example order workflow on SQLite, kill the process half-way (a real "
+            "os._exit, not an exception), restart on the same file, and show which steps were "
+            "replayed from the file and which ran."
+        ),
+    )
+    demo.add_argument("--db", default="weft.db", help="SQLite file to use (default: weft.db)")
+    demo.add_argument("--fresh", action="store_true", help="delete the file first")
+    # The first phase runs in a child process started by the demo itself.
+    demo.add_argument("--phase", choices=[_CRASH_PHASE], help=argparse.SUPPRESS)
+    demo.add_argument("--id", help=argparse.SUPPRESS)
+    demo.set_defaults(handler=_cmd_demo)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.phase == _CRASH_PHASE:
+        return _demo_crash_phase(str(args.db), str(args.id))
+    return _demo(Path(args.db), fresh=bool(args.fresh))
+
+
+def _demo(db: Path, *, fresh: bool) -> int:
+    """Phase 1 in a child process that dies; phase 2 here, as a fresh engine on the same file."""
+    from weft_serverless import Engine, SQLiteStorage
+
+    began = time.monotonic()
+    if fresh:
+        for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            path.unlink(missing_ok=True)
+    example = _order_example()
+    workflow_id = f"order-{uuid.uuid4().hex[:6]}"
+    print(f"weft demo: workflow {workflow_id} (examples/order.py) on SQLite file {db}")
+    print("Five durable steps. Process 1 runs them and is killed half-way; process 2 opens")
+    print("the same file and finishes the run.\n")
+    sys.stdout.flush()
+    phase_one = [sys.executable, "-m", "weft_serverless.cli", "demo", "--phase", _CRASH_PHASE]
+    phase_one += ["--db", str(db.resolve()), "--id", workflow_id]
+    child = subprocess.run(
+        phase_one,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    sys.stdout.write(child.stdout)
+    if child.returncode != _CRASH_EXIT:
+        print(f"weft demo: the first process exited {child.returncode}, expected the planned")
+        print(f"crash ({_CRASH_EXIT}); its error output follows.\n{child.stderr}", file=sys.stderr)
+        return 1
+
+    storage = SQLiteStorage(db)
+    try:
+        before = _committed_steps(storage, workflow_id)
+        status = _status(storage, workflow_id)
+        print(f"  (process 1 exited {child.returncode}; {db} holds {len(before)} committed steps,")
+        print(f"  and the run is still {status!r})\n")
+        print(f"Process 2 (pid {os.getpid()}) opens {db}: Engine.create(..., recover=True)")
+        calls: list[str] = []
+        definition = example.workflows["order"]
+        with Engine.create(
+            storage,
+            example.workflows,
+            background_tasks="manual",
+            recover=True,
+            activities=_counting(definition, calls),
+        ) as engine:
+            result = engine.get_handle(workflow_id).result()
+        after = _committed_steps(storage, workflow_id)
+    finally:
+        storage.close()
+    _print_timeline(workflow_id, before, after)
+    print(f"\nResult: {result}\n")
+    replayed = [r["sig"][4:] for r in before.values() if str(r.get("sig")).startswith("run:")]
+    skipped = [name for name in replayed if name not in calls]
+    print(f"Process 2 called only: {', '.join(calls) or 'nothing'}.")
+    if skipped:
+        print(f"Not called again, answered from {db}: {', '.join(skipped)}.")
+    print(f"{_CRASH_ACTIVITY} started twice: an activity whose process dies before its step")
+    print("commits runs again (at least once), so activities must be idempotent; each step")
+    print("commits exactly once.")
+    elapsed = time.monotonic() - began
+    print(f"Done in {elapsed:.1f} s. Run it again for a new order on the same file.")
+    return 0
+
+
+def _demo_crash_phase(db: str, workflow_id: str) -> int:
+    """Start the order, deliver the signal, and die inside the fourth step's activity."""
+    from weft_serverless import Engine, SQLiteStorage
+
+    example = _order_example()
+    pid = os.getpid()
+
+    def die(request: Any) -> Any:
+        print(f"  !! {_CRASH_ACTIVITY} starts; process 1 is killed (os._exit) before it returns")
+        sys.stdout.flush()
+        os._exit(_CRASH_EXIT)
+
+    # recover=False: this process only starts the new run; it must not drive older leftovers.
+    engine = Engine.create(
+        SQLiteStorage(db),
+        example.workflows,
+        background_tasks="manual",
+        recover=False,
+        activities={_CRASH_ACTIVITY: die},
+    )
+    print(f"Process 1 (pid {pid}) starts {workflow_id}")
+    handle = engine.start("order", example.SAMPLE_ORDER, id=workflow_id)
+    status = handle.describe().status
+    print(f"  ... parked (status {status!r}) until the {example.SHIP_SIGNAL!r} signal arrives")
+    print(f"  ... the warehouse signals {example.SHIP_SIGNAL!r} with carrier 'express'")
+    handle.signal(example.SHIP_SIGNAL, {"carrier": "express"})
+    print("the planned crash did not happen", file=sys.stderr)
+    return 1
+
+
+def _order_example() -> ModuleType:
+    """``examples/order.py``: from the source tree beside this package, else by import.
+
+    The path comes first so that an unrelated ``examples`` package in the current directory
+    cannot stand in for it.
+    """
+    import importlib
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "order.py"
+    name = "examples.order"
+    if name in sys.modules:
+        return sys.modules[name]
+    if path.is_file():
+        spec = importlib.util.spec_from_file_location("_weft_demo_order", path)
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+            return module
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        from weft_serverless.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "weft demo needs examples/order.py, which ships in the source tree, not the wheel; "
+            "run it from a checkout of weft-serverless"
+        ) from None
+
+
+def _counting(definition: WorkflowDefinition, calls: list[str]) -> dict[str, Callable[..., Any]]:
+    """Activity overrides that record each call, so the demo shows what really ran."""
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            calls.append(name)
+            return fn(*args)
+
+        return call
+
+    return {name: wrap(name, activity.fn) for name, activity in definition.activities.items()}
+
+
+def _committed_steps(storage: Storage, workflow_id: str) -> dict[int, dict[str, Any]]:
+    """The op records of a workflow's top-level steps, by 0-based step index."""
+    from weft_serverless.codec import decode
+    from weft_serverless.storage import keys
+
+    steps: dict[int, dict[str, Any]] = {}
+    for sort, value in storage.scan(keys.workflow_partition(workflow_id), keys.OP_PREFIX):
+        slot = sort[len(keys.OP_PREFIX) :]
+        if "." not in slot:  # branches of all() and race() sit under their parent's slot
+            steps[int(slot)] = decode(value)
+    return steps
+
+
+def _status(storage: Storage, workflow_id: str) -> str:
+    from weft_serverless.codec import decode
+    from weft_serverless.storage import keys
+
+    state = storage.get(keys.state_key(workflow_id))
+    return "missing" if state is None else str(decode(state)["status"])
+
+
+def _print_timeline(
+    workflow_id: str, before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]
+) -> None:
+    print(f"\nTimeline of {workflow_id}: each step once, as process 2 saw it")
+    print(f"  {'step':<5} {'operation':<23} {'status':<9} {'attempt':<8} note")
+    for index in sorted(after):
+        record = after[index]
+        signature = str(record.get("sig", "?"))
+        status = "replayed" if index in before else "ran"
+        attempt = str(record.get("a", "-"))
+        if status == "replayed":
+            note = "committed by process 1, answered from the file"
+        elif signature == f"run:{_CRASH_ACTIVITY}":
+            note = "process 1 died inside it, before its commit"
+        else:
+            note = ""
+        print(f"  {index + 1:<5} {signature:<23} {status:<9} {attempt:<8} {note}".rstrip())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Ownership modes: who may write a workflow, and the fence that enforces it.
+
+``none`` fences nothing (one engine per store, or idempotent work only). ``lease`` fences every
+write on one store-wide epoch. ``workflow-lease`` gives each workflow one fenced owner, so many
+engines share a store (DESIGN.md section 6; docs/decisions/0004-workflow-lease.md).
+
+The engine talks to every mode through the ``Ownership`` interface below; the base class is
+mode ``none`` and does nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.errors import (
+    ConfigurationError,
+    OwnershipModeMismatchError,
+    StorageError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Put
+
+from .runtime import logger
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+    from .maintenance import Budget, MaintenanceReport
+    from .runtime import Runtime
+
+Mode = Literal["none", "lease", "workflow-lease"]
+Verdict = Literal["drive", "retain", "collect"]
+
+TTL_SAFETY_MULTIPLIER = 3
+
+
+class EngineDeposedError(Exception):
+    """Internal: this engine's fence no longer holds for ``workflow_id``; stop driving it.
+
+    Never reaches user code: the dispatcher catches it, drops the claim and warns.
+    """
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"deposed from workflow {workflow_id!r}")
+        self.workflow_id = workflow_id
+
+
+@dataclass(slots=True)
+class Fragment:
+    """Conditions and writes a mode folds into a lifecycle batch."""
+
+    conditions: list[Condition] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    ttl: float
+    renew_interval: float
+
+    def check(self, what: str) -> None:
+        if self.ttl <= 0 or self.renew_interval <= 0:
+            raise ConfigurationError(f"{what} ttl and renew interval must be > 0 seconds")
+        if self.renew_interval >= self.ttl:
+            raise ConfigurationError(
+                f"{what}: renew interval ({self.renew_interval}s) must be shorter than the "
+                f"ttl ({self.ttl}s)"
+            )
+        if self.ttl < TTL_SAFETY_MULTIPLIER * self.renew_interval:
+            raise ConfigurationError(
+                f"{what}: ttl ({self.ttl}s) must be at least {TTL_SAFETY_MULTIPLIER} x the renew "
+                f"interval ({self.renew_interval}s), so one missed renewal never loses a claim"
+            )
+
+
+def pack_epoch(epoch: int) -> bytes:
+    return struct.pack(">Q", epoch)
+
+
+def unpack_epoch(data: bytes | None) -> int:
+    if data is None or len(data) != 8:
+        return 0
+    value: int = struct.unpack(">Q", data)[0]
+    return value
+
+
+def warn(category: type[Warning], message: str) -> None:
+    logger.warning(message)
+    warnings.warn(message, category, stacklevel=3)
+
+
+class Ownership:
+    """Mode ``none``: every engine may write every workflow; nothing is claimed."""
+
+    mode: Mode = "none"
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        """The fence every workflow-scoped write of this engine carries."""
+        return []
+
+    def on_lost_commit(self, workflow_id: str) -> None:
+        """A fenced commit was refused: raise if it was deposition rather than a lost race."""
+
+    def bootstrap(self) -> None:
+        """Run the construction gates; called before recovery."""
+
+    def external_conditions(self) -> list[Condition]:
+        """Fence for writes any engine may make (signal delivery)."""
+        return []
+
+    def start_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment()
+
+    def forget_start(self, workflow_id: str) -> None:
+        """The start batch carrying ``start_fragment`` was refused."""
+
+    @contextmanager
+    def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
+        yield Fragment()
+
+    def rotate_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment()
+
+    def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
+        return "drive"
+
+    def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
+        """Called once a drive returns; ``awaiting`` names the signals it parked on."""
+
+    def deposed(self, workflow_id: str) -> None:
+        """Called when a drive hit ``EngineDeposedError``."""
+
+    def maintain(self, report: MaintenanceReport, budget: Budget, dispatcher: Dispatcher) -> None:
+        """The ownership parts of a maintenance pass (renew, reclaim, poll)."""
+
+    def renew_all(self) -> None:
+        """Renew every held claim now (the invocation heartbeat calls this)."""
+
+    def release_parked(self) -> int:
+        """Release claims of parked workflows (end of a serverless invocation)."""
+        return 0
+
+    def owner_of(self, workflow_id: str) -> dict[str, object] | None:
+        return None
+
+    def close(self) -> None:
+        """Best-effort release of what this engine holds."""
+
+    @property
+    def renew_interval(self) -> float | None:
+        return None
+
+
+def establish_mode(rt: Runtime, mode: Mode) -> None:
+    """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS)."""
+    if not rt.storage.capabilities().conditional_batch:
+        raise ConfigurationError(
+            f"ownership={mode!r} needs a storage with conditional batches; "
+            f"{type(rt.storage).__name__} has none"
+        )
+    key = keys.meta_key(keys.OWNERSHIP_MODE)
+    for _ in range(5):
+        stored = rt.storage.get(key)
+        if stored is None:
+            marker = encode({"mode": mode, "established_at": rt.now()})
+            if rt.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
+                return
+            continue
+        record = decode(stored)
+        if record["mode"] != mode:
+            raise OwnershipModeMismatchError(mode, record["mode"], record["established_at"])
+        return
+    raise StorageError("could not establish the ownership-mode marker; try again")

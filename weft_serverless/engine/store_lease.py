@@ -1,0 +1,157 @@
+"""``ownership="lease"``: one engine writes the whole store, fenced on a store-wide epoch.
+
+Acquired before recovery, renewed by maintenance, released at close. Every engine write
+carries the epoch as a condition, so an engine that lost the lease (paused, partitioned) can
+never land a write; when it notices, it stops itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.errors import EngineLeaseLostError, EngineLeaseUnavailableError, StorageError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Put
+
+from .ownership import (
+    Fragment,
+    Mode,
+    Ownership,
+    Timing,
+    establish_mode,
+    pack_epoch,
+    unpack_epoch,
+    warn,
+)
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+    from .maintenance import Budget, MaintenanceReport
+    from .runtime import Runtime
+
+
+class EngineLeaseLost(RuntimeWarning):
+    """This engine lost the store-wide lease and stopped."""
+
+
+class StoreLease(Ownership):
+    mode: Mode = "lease"
+
+    def __init__(
+        self,
+        rt: Runtime,
+        timing: Timing,
+        wait_timeout: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(rt)
+        self.timing = timing
+        self.wait_timeout = wait_timeout
+        self._sleep = sleep
+        self.epoch_bytes: bytes | None = None
+        self.holder_bytes: bytes | None = None
+        self.renewed_at = 0.0
+        self.lost = False
+
+    @property
+    def renew_interval(self) -> float:
+        return self.timing.renew_interval
+
+    def bootstrap(self) -> None:
+        establish_mode(self.rt, self.mode)
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            held_by = self._try_acquire()
+            if held_by is None:
+                return
+            if time.monotonic() >= deadline:
+                raise EngineLeaseUnavailableError(
+                    str(held_by["engine_id"]), float(str(held_by["expires_at"]))
+                )
+            self._sleep(min(self.timing.renew_interval, max(0.0, deadline - time.monotonic())))
+
+    def _try_acquire(self) -> dict[str, object] | None:
+        epoch_key, holder_key = keys.meta_key(keys.LEASE_EPOCH), keys.meta_key(keys.LEASE_HOLDER)
+        epoch, holder = self.rt.storage.get(epoch_key), self.rt.storage.get(holder_key)
+        now = self.rt.now()
+        if holder is not None:
+            current: dict[str, object] = decode(holder)
+            expires = current["expires_at"]
+            assert isinstance(expires, float | int)
+            if expires >= now:
+                return current
+        new_epoch = pack_epoch(unpack_epoch(epoch) + 1)
+        new_holder = self._holder(new_epoch, now)
+        ok = self.rt.storage.conditional_batch(
+            [Condition(epoch_key, epoch), Condition(holder_key, holder)],
+            [Put(epoch_key, new_epoch), Put(holder_key, new_holder)],
+        )
+        if not ok:
+            return {"engine_id": "(racing engine)", "expires_at": now}
+        self.epoch_bytes, self.holder_bytes, self.renewed_at = new_epoch, new_holder, now
+        self.rt.metrics.incr("lease.acquired")
+        return None
+
+    def _holder(self, epoch: bytes, now: float) -> bytes:
+        return encode(
+            {
+                "engine_id": self.rt.engine_id,
+                "epoch": unpack_epoch(epoch),
+                "expires_at": now + self.timing.ttl,
+            }
+        )
+
+    def _fence(self) -> list[Condition]:
+        if self.lost or self.epoch_bytes is None:
+            raise EngineLeaseLostError("this engine lost the store-wide lease and stopped")
+        return [Condition(keys.meta_key(keys.LEASE_EPOCH), self.epoch_bytes)]
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        return self._fence()
+
+    def external_conditions(self) -> list[Condition]:
+        return self._fence()
+
+    def start_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self._fence())
+
+    def rotate_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self._fence())
+
+    def on_lost_commit(self, workflow_id: str) -> None:
+        if self.rt.storage.get(keys.meta_key(keys.LEASE_EPOCH)) != self.epoch_bytes:
+            self._stop()
+
+    def _stop(self) -> None:
+        self.lost = True
+        self.rt.closed = True
+        warn(EngineLeaseLost, f"engine {self.rt.engine_id} lost the store-wide lease; stopping")
+        raise EngineLeaseLostError("this engine lost the store-wide lease and stopped")
+
+    def maintain(self, report: MaintenanceReport, budget: Budget, dispatcher: Dispatcher) -> None:
+        if self.rt.now() - self.renewed_at >= self.timing.renew_interval:
+            self.renew_all()
+            report.parts["lease_renewed"] = 1
+
+    def renew_all(self) -> None:
+        key = keys.meta_key(keys.LEASE_HOLDER)
+        now = self.rt.now()
+        assert self.epoch_bytes is not None and self.holder_bytes is not None
+        new = self._holder(self.epoch_bytes, now)
+        if self.rt.storage.conditional_batch([Condition(key, self.holder_bytes)], [Put(key, new)]):
+            self.holder_bytes, self.renewed_at = new, now
+            return
+        self.rt.metrics.incr("lease.renewal_failures")
+        self._stop()
+
+    def close(self) -> None:
+        if self.lost or self.holder_bytes is None:
+            return
+        key = keys.meta_key(keys.LEASE_HOLDER)
+        with contextlib.suppress(StorageError):
+            self.rt.storage.conditional_batch([Condition(key, self.holder_bytes)], [Delete(key)])
+        self.holder_bytes = None

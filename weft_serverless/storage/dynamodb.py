@@ -1,0 +1,478 @@
+"""DynamoDB storage: one on-demand table, conditional writes, retries that never guess.
+
+The item mapping lives in ``dynamodb_items``, failure handling in ``dynamodb_faults`` and
+the cost meter in ``dynamodb_meter``; this module sequences the calls. boto3 is imported on
+first use only, so importing ``weft_serverless`` stays light. Why each choice was made:
+``docs/decisions/0003-dynamodb-mapping.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from weft_serverless.errors import ConfigurationError, StorageError, StorageIntegrityError
+from weft_serverless.storage.base import (
+    Capabilities,
+    Condition,
+    Key,
+    Op,
+    Put,
+    SortRange,
+    Storage,
+)
+from weft_serverless.storage.dynamodb_faults import ConditionFailed, Retrier, TimeBudget
+from weft_serverless.storage.dynamodb_items import (
+    Action,
+    check_limits,
+    commit_token,
+    committed,
+    key_attributes,
+    key_condition,
+    value_digest,
+)
+from weft_serverless.storage.dynamodb_meter import (
+    TRANSACTION_MULTIPLIER,
+    RequestMeter,
+    item_size,
+    read_units,
+    write_units,
+)
+from weft_serverless.storage.dynamodb_offload import Offload
+from weft_serverless.storage.dynamodb_schema import (
+    DIGEST_ATTRIBUTE,
+    ENDPOINT_URL_ENV,
+    OFFLOAD_ATTRIBUTE,
+    OFFLOAD_BUCKET_ENV,
+    SORT_ATTRIBUTE,
+    TABLE_NAME_ENV,
+    TTL_ATTRIBUTE,
+    VALUE_ATTRIBUTE,
+    table_spec,
+)
+
+if TYPE_CHECKING:
+    from boto3.session import Session
+    from botocore.config import Config
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+
+    from weft_serverless.storage.dynamodb_items import Item
+
+# Largest inline value: 380,000 bytes plus the longest keys and attribute names stays under
+# both DynamoDB's 409,600-byte item limit and moto's stricter ~405,000-byte cutoff.
+MAX_INLINE_VALUE_BYTES = 380_000
+# Offloaded values above this go to S3. 100 items just under it stay below 4 MB in total,
+# so with offload on, no atomic batch can hit the transaction size limit.
+DEFAULT_OFFLOAD_THRESHOLD = 32 * 1024
+DEFAULT_OFFLOAD_MAX_VALUE_BYTES = 64 * 1024 * 1024
+MAX_ACTIONS = 100
+BATCH_WRITE_CHUNK = 25
+READ_BACK_CHUNK = 25  # TransactGetItems allows 100; moto allows 25.
+
+
+class DynamoDBStorage(Storage):
+    """The storage contract on one DynamoDB table (``pk``/``sk`` strings, ``v``/``h`` binary).
+
+    Args:
+        table_name: An existing table shaped by ``table_spec`` (see ``create_table``).
+        client: A ready DynamoDB client; built on first use when omitted.
+        region: Region for built clients; otherwise the usual AWS environment applies.
+        endpoint_url: DynamoDB endpoint for built clients (moto's server, DynamoDB Local).
+        offload_bucket: S3 bucket for values over ``offload_threshold``; off when ``None``.
+        s3_client: A ready S3 client for offload; built on first use when omitted.
+        time_budget: Seconds per operation, or a callable returning the seconds left (set it
+            from the Lambda context); past it a ``StorageRetriesExhaustedError`` is raised.
+        sleep: Backoff sleep, injectable so tests never wait.
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: DynamoDBClient | None = None,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        offload_bucket: str | None = None,
+        s3_client: S3Client | None = None,
+        offload_threshold: int = DEFAULT_OFFLOAD_THRESHOLD,
+        offload_prefix: str = "weft-values/",
+        offload_max_value_bytes: int = DEFAULT_OFFLOAD_MAX_VALUE_BYTES,
+        time_budget: TimeBudget = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.table_name = table_name
+        self._client = client
+        self._s3 = s3_client
+        self._owns_clients = client is None, s3_client is None
+        self._region = region
+        self._endpoint_url = endpoint_url
+        self._timeouts = connect_timeout, read_timeout
+        self._client_lock = threading.Lock()
+        self.meter = RequestMeter()
+        self._retrier = Retrier(
+            self.meter, time_budget=time_budget, sleep=sleep, clock=clock, rng=rng
+        )
+        self.offload = Offload(
+            offload_bucket,
+            prefix=offload_prefix,
+            threshold=offload_threshold,
+            client=lambda: self.s3_client,
+            retrier=self._retrier,
+        )
+        self._capabilities = Capabilities(
+            max_batch_ops=MAX_ACTIONS,
+            max_value_bytes=offload_max_value_bytes if offload_bucket else MAX_INLINE_VALUE_BYTES,
+            max_partition_bytes=2048,
+            max_sort_bytes=1024,
+            conditional_batch=True,
+            atomic_batch=True,
+            persistence="remote",
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> DynamoDBStorage:
+        """Configure from ``WEFT_TABLE_NAME``, ``WEFT_DYNAMODB_ENDPOINT``, ``WEFT_OFFLOAD_BUCKET``.
+
+        The region and credentials come from the usual AWS variables (``AWS_REGION``, ...);
+        ``options`` pass through to the constructor and win over the environment.
+        """
+        env = os.environ if environ is None else environ
+        table = env.get(TABLE_NAME_ENV)
+        if not table:
+            raise ConfigurationError(f"set {TABLE_NAME_ENV} to the DynamoDB table name")
+        options.setdefault("endpoint_url", env.get(ENDPOINT_URL_ENV) or None)
+        options.setdefault("offload_bucket", env.get(OFFLOAD_BUCKET_ENV) or None)
+        return cls(table, **options)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    @property
+    def time_budget(self) -> TimeBudget:
+        return self._retrier.time_budget
+
+    @time_budget.setter
+    def time_budget(self, budget: TimeBudget) -> None:
+        self._retrier.time_budget = budget
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The DynamoDB client, built on first use with short timeouts and no SDK retries."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    session, config = self._session("dynamodb")
+                    self._client = session.client(
+                        "dynamodb",
+                        region_name=self._region,
+                        endpoint_url=self._endpoint_url,
+                        config=config,
+                    )
+        return self._client
+
+    @property
+    def s3_client(self) -> S3Client:
+        if self._s3 is None:
+            with self._client_lock:
+                if self._s3 is None:
+                    session, config = self._session("s3")
+                    self._s3 = session.client("s3", region_name=self._region, config=config)
+        return self._s3
+
+    def _session(self, service: str) -> tuple[Session, Config]:
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError
+
+        config = Config(
+            connect_timeout=self._timeouts[0],
+            read_timeout=self._timeouts[1],
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=32,
+        )
+        try:
+            session = boto3.session.Session()
+            if (self._region or session.region_name) is None:
+                raise ConfigurationError(
+                    f"no AWS region for the {service} client: pass region= or set AWS_REGION"
+                )
+            return session, config
+        except BotoCoreError as exc:
+            raise ConfigurationError(f"cannot build the {service} client: {exc}") from None
+
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def close(self) -> None:
+        for owned, client in zip(self._owns_clients, (self._client, self._s3), strict=True):
+            if owned and client is not None:
+                client.close()
+        self._client = self._s3 = None
+
+    def create_table(self) -> None:
+        """Create this storage's table if missing (see the module function)."""
+        create_table(self.client, self.table_name)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _get(self, key: Key) -> bytes | None:
+        item = self._get_item(key)
+        return None if item is None else self._value(item)
+
+    def _get_item(self, key: Key) -> Item | None:
+        response = self._retrier.call(
+            "GetItem",
+            lambda: self.client.get_item(
+                TableName=self.table_name, Key=key_attributes(key), ConsistentRead=True
+            ),
+        )
+        item = response.get("Item")
+        size = item_size(item) if item else 0
+        self.meter.record("GetItem", read_units=read_units(size), bytes_read=size)
+        return item
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        condition = key_condition(partition, rng)
+        if condition is None:
+            return
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": condition.expression,
+            "ExpressionAttributeValues": condition.values,
+            "ConsistentRead": True,
+            "ScanIndexForward": not reverse,
+        }
+        remaining = limit
+        while True:
+            if remaining is not None:
+                params["Limit"] = remaining + condition.edges
+            page = self._retrier.call("Query", lambda: self.client.query(**params))
+            items = page.get("Items", [])
+            size = sum(item_size(item) for item in items)
+            self.meter.record("Query", read_units=read_units(size), bytes_read=size)
+            for item in items:
+                sort = item[SORT_ATTRIBUTE]["S"]
+                if not rng.contains(sort):
+                    continue
+                yield sort, self._value(item)
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+            if "LastEvaluatedKey" not in page:
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _value(self, item: Item) -> bytes:
+        if OFFLOAD_ATTRIBUTE in item:
+            return self.offload.fetch(item[OFFLOAD_ATTRIBUTE]["S"], item[DIGEST_ATTRIBUTE]["B"])
+        if VALUE_ATTRIBUTE not in item:
+            where = item.get(SORT_ATTRIBUTE, {}).get("S")
+            raise StorageIntegrityError(f"item {where!r} has no value and no S3 pointer")
+        return bytes(item[VALUE_ATTRIBUTE]["B"])
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _batch(self, ops: Sequence[Op]) -> None:
+        actions = [self._action(op, {}) for op in sorted(ops, key=lambda op: op.key)]
+        if not self._write(actions):
+            raise StorageError("an unconditional write reported a failed condition")
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        expected = {condition.key: condition.expected for condition in conditions}
+        actions = [self._action(op, expected) for op in ops]
+        actions += [self._check(key, value) for key, value in expected.items()]
+        actions.sort(key=lambda action: action.key)
+        if len(actions) == 1 and actions[0].kind == "ConditionCheck":
+            return self._holds(actions[0])
+        return self._write(actions)
+
+    def _action(self, op: Op, expected: dict[Key, bytes | None]) -> Action:
+        """Build a key's action, merging (and consuming) that key's condition if any."""
+        conditioned = op.key in expected
+        old = expected.pop(op.key, None)
+        old_size = 0 if old is None else self.offload.stored_size(op.key, old)
+        if not isinstance(op, Put):
+            return Action(op.key, "Delete", conditioned, old, old_size=old_size)
+        value = bytes(op.value)
+        digest = value_digest(value)
+        item = self.offload.item(op.key, value, digest)
+        blob = value if self.offload.offloads(value) else None
+        return Action(op.key, "Put", conditioned, old, item, digest, blob, old_size)
+
+    def _check(self, key: Key, expected: bytes | None) -> Action:
+        size = 0 if expected is None else self.offload.stored_size(key, expected)
+        return Action(key, "ConditionCheck", True, expected, old_size=size)
+
+    def _holds(self, check: Action) -> bool:
+        """A lone condition is one consistent read: cheaper than a transaction, as atomic."""
+        item = self._get_item(check.key)
+        if item is None or check.expected is None:
+            return item is None and check.expected is None
+        if VALUE_ATTRIBUTE in item:
+            return bytes(item[VALUE_ATTRIBUTE]["B"]) == check.expected
+        return item.get(DIGEST_ATTRIBUTE, {}).get("B") == value_digest(check.expected)
+
+    def _write(self, actions: list[Action]) -> bool:
+        """Send the actions as one atomic write; ``False`` when a condition did not hold."""
+        transactional = len(actions) > 1
+        check_limits(actions, transactional)
+        for action in actions:
+            if action.blob is not None and action.digest is not None:
+                self.offload.store(action.digest, action.blob)
+        try:
+            if transactional:
+                self._transact(actions)
+            else:
+                self._write_one(actions[0])
+        except ConditionFailed as failed:
+            if not failed.maybe_applied:
+                return False
+            if len(actions) == 1:
+                return committed(actions, {actions[0].key: failed.item})
+            written = [a.key for a in actions if a.kind != "ConditionCheck"]
+            return bool(written) and committed(actions, self._read_back(written))
+        return True
+
+    def _write_one(self, action: Action) -> None:
+        params: dict[str, Any] = {"TableName": self.table_name, **action.condition_params()}
+        if action.conditioned:
+            # On failure DynamoDB returns the current item for free: it sizes the bill and
+            # settles an ambiguous retry without another read.
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        operation = "PutItem" if action.kind == "Put" else "DeleteItem"
+        try:
+            if action.kind == "Put":
+                item = action.item or {}
+                self._retrier.call(operation, lambda: self.client.put_item(**params, Item=item))
+            else:
+                key = key_attributes(action.key)
+                self._retrier.call(operation, lambda: self.client.delete_item(**params, Key=key))
+        except ConditionFailed as failed:
+            # Billed too: 1 unit on an absent item, else sized like the write it refused.
+            old = failed.item
+            new = action.size if action.kind == "Put" else 0
+            units = 1 if old is None else write_units(max(item_size(old), new))
+            self.meter.record(operation, write_units=units)
+            raise
+        self.meter.record(operation, write_units=action.units(), bytes_written=action.size)
+
+    def _transact(self, actions: list[Action]) -> None:
+        items: list[Any] = [action.transact_item(self.table_name) for action in actions]
+        token = commit_token(self.table_name, actions)
+        writes = sum(a.units() for a in actions if a.kind != "ConditionCheck")
+        checks = sum(a.units() for a in actions if a.kind == "ConditionCheck")
+
+        def bill() -> None:
+            # A cancelled transaction is billed too; estimated here as if it had committed.
+            self.meter.record(
+                "TransactWriteItems",
+                write_units=writes * TRANSACTION_MULTIPLIER,
+                read_units=checks * TRANSACTION_MULTIPLIER,
+                bytes_written=sum(a.size for a in actions if a.kind == "Put"),
+            )
+
+        try:
+            self._retrier.call(
+                "TransactWriteItems",
+                lambda: self.client.transact_write_items(
+                    TransactItems=items, ClientRequestToken=token
+                ),
+            )
+        except ConditionFailed:
+            bill()
+            raise
+        bill()
+
+    def _read_back(self, keys: list[Key]) -> dict[Key, Item | None]:
+        found: dict[Key, Item | None] = {}
+        for start in range(0, len(keys), READ_BACK_CHUNK):
+            chunk = keys[start : start + READ_BACK_CHUNK]
+            gets: list[Any] = [
+                {"Get": {"TableName": self.table_name, "Key": key_attributes(key)}} for key in chunk
+            ]
+            response = self._retrier.call(
+                "TransactGetItems",
+                partial(self.client.transact_get_items, TransactItems=gets),
+            )
+            units = 0
+            for key, answer in zip(chunk, response["Responses"], strict=True):
+                found[key] = answer.get("Item")
+                units += read_units(item_size(found[key] or {})) * TRANSACTION_MULTIPLIER
+            self.meter.record("TransactGetItems", read_units=units)
+        return found
+
+    def delete_many(self, keys: Iterable[Key]) -> int:
+        """Delete keys 25 at a time with ``BatchWriteItem``: NOT atomic, retried to the end.
+
+        Offloaded S3 objects are left in place (other items may share them); expire them with
+        a bucket lifecycle rule.
+        """
+        unique = list(dict.fromkeys(keys))
+        for key in unique:
+            self._check_key(key)
+        for start in range(0, len(unique), BATCH_WRITE_CHUNK):
+            chunk = unique[start : start + BATCH_WRITE_CHUNK]
+            pending: list[Any] = [{"DeleteRequest": {"Key": key_attributes(k)}} for k in chunk]
+            attempts = self._retrier.attempts("BatchWriteItem")
+            while pending:
+                request = {self.table_name: pending}
+                response = self._retrier.call(
+                    "BatchWriteItem", partial(self.client.batch_write_item, RequestItems=request)
+                )
+                left = list(response.get("UnprocessedItems", {}).get(self.table_name, []))
+                self.meter.record("BatchWriteItem", write_units=len(pending) - len(left))
+                pending = left
+                if pending:
+                    attempts.last = f"{len(pending)} UnprocessedItems"
+                    attempts.begin()
+                    attempts.backoff()
+            with self.stats._lock:
+                self.stats.batches += 1
+                self.stats.items_deleted += len(chunk)
+        return len(unique)
+
+
+def create_table(client: DynamoDBClient, table_name: str, *, poll: int = 1) -> None:
+    """Create the table from ``table_spec`` if missing, wait for ACTIVE, enable TTL on ``ttl``.
+
+    Idempotent: an existing table is waited for and its TTL enabled if it is not yet.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from weft_serverless.errors import StorageRequestError
+
+    try:
+        try:
+            client.create_table(**table_spec(table_name))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+        client.get_waiter("table_exists").wait(
+            TableName=table_name, WaiterConfig={"Delay": poll, "MaxAttempts": 600}
+        )
+        ttl = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
+        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+            client.update_time_to_live(
+                TableName=table_name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
+            )
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise StorageRequestError(
+            "CreateTable", str(error.get("Code")), str(error.get("Message"))
+        ) from None
+    except BotoCoreError as exc:
+        raise StorageRequestError("CreateTable", type(exc).__name__, str(exc)) from None
