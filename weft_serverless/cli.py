@@ -80,6 +80,7 @@ def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo, or, in the child process the demo starts, its first phase."""
     if args.phase == _CRASH_PHASE:
         return _demo_crash_phase(str(args.db), str(args.id))
     return _demo(Path(args.db), fresh=bool(args.fresh))
@@ -101,16 +102,14 @@ def _demo(db: Path, *, fresh: bool) -> int:
     sys.stdout.flush()
     phase_one = [sys.executable, "-m", "weft_serverless.cli", "demo", "--phase", _CRASH_PHASE]
     phase_one += ["--db", str(db.resolve()), "--id", workflow_id]
-    child = subprocess.run(
-        phase_one,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    child = subprocess.run(phase_one, capture_output=True, text=True, timeout=120)
     sys.stdout.write(child.stdout)
     if child.returncode != _CRASH_EXIT:
-        print(f"weft demo: the first process exited {child.returncode}, expected the planned")
-        print(f"crash ({_CRASH_EXIT}); its error output follows.\n{child.stderr}", file=sys.stderr)
+        print(
+            f"weft demo: the first process exited {child.returncode}, not with the planned "
+            f"crash ({_CRASH_EXIT}); its error output follows.\n{child.stderr}",
+            file=sys.stderr,
+        )
         return 1
 
     storage = SQLiteStorage(db)
@@ -135,16 +134,10 @@ def _demo(db: Path, *, fresh: bool) -> int:
         storage.close()
     _print_timeline(workflow_id, before, after)
     print(f"\nResult: {result}\n")
-    replayed = [r["sig"][4:] for r in before.values() if str(r.get("sig")).startswith("run:")]
-    skipped = [name for name in replayed if name not in calls]
-    print(f"Process 2 called only: {', '.join(calls) or 'nothing'}.")
-    if skipped:
-        print(f"Not called again, answered from {db}: {', '.join(skipped)}.")
-    print(f"{_CRASH_ACTIVITY} started twice: an activity whose process dies before its step")
-    print("commits runs again (at least once), so activities must be idempotent; each step")
-    print("commits exactly once.")
-    elapsed = time.monotonic() - began
-    print(f"Done in {elapsed:.1f} s. Run it again for a new order on the same file.")
+    _print_lesson(db, before, calls)
+    print(
+        f"Done in {time.monotonic() - began:.1f} s. Run it again for a new order on the same file."
+    )
     return 0
 
 
@@ -188,9 +181,9 @@ def _order_example() -> ModuleType:
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "examples" / "order.py"
-    name = "examples.order"
-    if name in sys.modules:
-        return sys.modules[name]
+    for loaded in ("_weft_demo_order", "examples.order"):
+        if loaded in sys.modules:
+            return sys.modules[loaded]
     if path.is_file():
         spec = importlib.util.spec_from_file_location("_weft_demo_order", path)
         if spec is not None and spec.loader is not None:
@@ -199,7 +192,7 @@ def _order_example() -> ModuleType:
             spec.loader.exec_module(module)
             return module
     try:
-        return importlib.import_module(name)
+        return importlib.import_module("examples.order")
     except ImportError:
         from weft_serverless.errors import ConfigurationError
 
@@ -260,6 +253,18 @@ def _print_timeline(
         else:
             note = ""
         print(f"  {index + 1:<5} {signature:<23} {status:<9} {attempt:<8} {note}".rstrip())
+
+
+def _print_lesson(db: Path, before: dict[int, dict[str, Any]], calls: list[str]) -> None:
+    """Say what the run proved, from what process 2 actually called, not from expectations."""
+    replayed = [r["sig"][4:] for r in before.values() if str(r.get("sig")).startswith("run:")]
+    skipped = [name for name in replayed if name not in calls]
+    print(f"Process 2 called only: {', '.join(calls) or 'nothing'}.")
+    if skipped:
+        print(f"Not called again, answered from {db}: {', '.join(skipped)}.")
+    print(f"{_CRASH_ACTIVITY} started twice: an activity whose process dies before its step")
+    print("commits runs again (at least once), so activities must be idempotent; each step")
+    print("commits exactly once.")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import datetime as _dt
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from weft_serverless.errors import InvalidArgumentError
 
@@ -80,6 +80,7 @@ class Run(Command[Any]):
     input: Any = None
     retry: RetryPolicy = DEFAULT_RETRY
     timeout: float | None = None
+    idempotency_key: str | None = None
 
     def signature(self) -> str:
         return f"run:{self.activity}"
@@ -118,14 +119,47 @@ class Race(Command[tuple[int, Any]]):
         return "race(" + ",".join(c.signature() for c in self.commands) + ")"
 
 
+ParentClosePolicy = Literal["await", "abandon", "request-cancel"]
+PARENT_CLOSE_POLICIES = ("await", "abandon", "request-cancel")
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class StartChild(Command[Any]):
+    """Start a child. ``await`` waits for its result (and cancels it if the parent ends
+    first); ``abandon`` and ``request-cancel`` return the child's id once it started, and
+    the child outlives the parent or is asked to cancel when the parent ends."""
+
     workflow_type: str
     input: Any = None
     id: str | None = None
+    parent_close_policy: ParentClosePolicy = "await"
 
     def signature(self) -> str:
         return f"child:{self.workflow_type}"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WaitUntil(Command[bool]):
+    """Park until ``predicate()`` holds (re-checked after every update), or the timeout."""
+
+    predicate: Callable[[], bool] = field(repr=False)
+    timeout: float | None = None
+
+    def signature(self) -> str:
+        return "condition"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GetVersion(Command[int]):
+    """Which branch of a code change this run takes; takes no step slot, so adding it to
+    code that in-flight runs already passed does not shift their history."""
+
+    change_id: str
+    min_supported: int
+    max_supported: int
+
+    def signature(self) -> str:
+        return f"version:{self.change_id}"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -15,8 +15,11 @@ from typing import Any
 
 from weft_serverless.commands import (
     DEFAULT_RETRY,
+    PARENT_CLOSE_POLICIES,
     All,
     Command,
+    GetVersion,
+    ParentClosePolicy,
     Race,
     Record,
     RetryPolicy,
@@ -24,9 +27,11 @@ from weft_serverless.commands import (
     Sleep,
     StartChild,
     WaitForSignal,
+    WaitUntil,
     parse_duration,
 )
 from weft_serverless.errors import InvalidArgumentError, UnknownActivityError
+from weft_serverless.saga import Saga
 from weft_serverless.workflow import WorkflowDefinition
 
 Duration = float | int | str | _dt.timedelta
@@ -68,6 +73,38 @@ class WorkflowContext:
         self._clock = clock
         self.is_replaying = False
         self.log = ReplayAwareLogger(self)
+        self.update_handlers: dict[
+            str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None]
+        ] = {}
+        self.query_handlers: dict[str, Callable[[Any], Any]] = {}
+
+    def on_update(
+        self,
+        name: str,
+        handler: Callable[[Any], Any],
+        *,
+        validator: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """Accept updates called ``name``: ``handler(payload)`` changes state, returns a result.
+
+        ``validator(payload)`` runs first and rejects by raising (``UpdateValidationError``
+        for a list of issues, or any error); a rejected update stores nothing. Handlers must
+        only change workflow state (no I/O): replay calls them again to rebuild that state.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("update name must be a non-empty string")
+        if not callable(handler) or (validator is not None and not callable(validator)):
+            raise InvalidArgumentError("update handler and validator must be callable")
+        self.update_handlers[name] = (handler, validator)
+
+    def on_query(self, name: str, handler: Callable[[Any], Any]) -> None:
+        """Answer ``engine.query(id, name, arg)`` with ``handler(arg)``; it must not change
+        state."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("query name must be a non-empty string")
+        if not callable(handler):
+            raise InvalidArgumentError("query handler must be callable")
+        self.query_handlers[name] = handler
 
     def run(
         self,
@@ -76,8 +113,14 @@ class WorkflowContext:
         *,
         retry: RetryPolicy | None = None,
         timeout: Duration | None = None,
+        idempotency_key: str | None = None,
     ) -> Run:
-        """Run a declared activity as one durable step (retried per ``retry``)."""
+        """Run a declared activity as one durable step (retried per ``retry``).
+
+        With ``idempotency_key`` a "started" record is written before the activity runs; if a
+        crash leaves only that record, recovery asks the activity's ``verify`` instead of
+        running it blindly again (and fails closed without one).
+        """
         name = self._definition.activity_name(activity)
         if name is None:
             shown = activity if isinstance(activity, str) else getattr(activity, "__name__", "?")
@@ -91,7 +134,11 @@ class WorkflowContext:
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
         if seconds == 0:
             raise InvalidArgumentError("timeout must be > 0 seconds")
-        return Run(name, input, retry or DEFAULT_RETRY, seconds)
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not idempotency_key
+        ):
+            raise InvalidArgumentError("idempotency_key must be a non-empty string")
+        return Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key)
 
     def sleep(self, duration: Duration) -> Sleep:
         """Pause durably; a crash or redeploy in between does not shorten or repeat it."""
@@ -113,14 +160,59 @@ class WorkflowContext:
         return Race(_commands(commands, "race"))
 
     def start_child(
-        self, workflow_type: str, input: Any = None, *, id: str | None = None
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        parent_close_policy: ParentClosePolicy = "await",
     ) -> StartChild:
-        """Start a child workflow and wait for its result (its failure is raised here)."""
+        """Start a child workflow.
+
+        ``"await"`` (default) waits for its result (its failure is raised here) and cancels
+        it if this workflow ends first. ``"abandon"`` returns the child's id once started and
+        lets it outlive this workflow; ``"request-cancel"`` returns the id too and cancels
+        the child when this workflow ends.
+        """
         if not isinstance(workflow_type, str) or not workflow_type:
             raise InvalidArgumentError("workflow_type must be a non-empty string")
         if id is not None and (not isinstance(id, str) or not id):
             raise InvalidArgumentError("child id must be a non-empty string")
-        return StartChild(workflow_type, input, id)
+        if parent_close_policy not in PARENT_CLOSE_POLICIES:
+            raise InvalidArgumentError(
+                f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}"
+            )
+        return StartChild(workflow_type, input, id, parent_close_policy)
+
+    def wait_until(
+        self, predicate: Callable[[], bool], *, timeout: Duration | None = None
+    ) -> WaitUntil:
+        """Park until ``predicate()`` is true, re-checked after each update.
+
+        Gives ``True``, or ``False`` once ``timeout`` passes.
+        """
+        if not callable(predicate):
+            raise InvalidArgumentError("wait_until needs a callable predicate")
+        seconds = None if timeout is None else parse_duration(timeout, "timeout")
+        return WaitUntil(predicate, seconds)
+
+    def get_version(self, change_id: str, min_supported: int, max_supported: int) -> GetVersion:
+        """Pin a branch of a code change for this run.
+
+        Runs that passed this point before the change get ``min_supported``; new runs get
+        ``max_supported``; each run keeps its answer. Yielding it takes no step slot.
+        """
+        if not isinstance(change_id, str) or not change_id:
+            raise InvalidArgumentError("change_id must be a non-empty string")
+        if not (isinstance(min_supported, int) and isinstance(max_supported, int)):
+            raise InvalidArgumentError("versions must be integers")
+        if min_supported > max_supported:
+            raise InvalidArgumentError("min_supported must be <= max_supported")
+        return GetVersion(change_id, min_supported, max_supported)
+
+    def saga(self) -> Saga:
+        """A compensation list (see ``weft_serverless.saga.Saga``)."""
+        return Saga(self)
 
     def now(self) -> Record:
         """The current time in epoch seconds, recorded once so replay sees the same value."""

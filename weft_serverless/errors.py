@@ -284,3 +284,68 @@ class WorkflowClaimLost(RuntimeWarning):
 
 class WorkflowWakeDiscarded(RuntimeWarning):
     """A wake-up was dropped because this engine does not own the workflow."""
+
+
+class VersionMismatchError(WeftError):
+    """A run started on a workflow version this definition does not accept."""
+
+    def __init__(self, workflow_id: str, run_version: str, code_version: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} started on version {run_version!r} but the registered "
+            f"definition is version {code_version!r}; keep the old definition deployed for "
+            f"in-flight runs, or declare compatible_versions=({run_version!r},)"
+        )
+        self.workflow_id = workflow_id
+        self.run_version = run_version
+        self.code_version = code_version
+
+
+class UpdateValidationError(WeftError):
+    """An update was rejected by its validator; nothing was stored.
+
+    ``issues`` lists ``{"message": ..., "path": [...] or None}`` entries.
+    """
+
+    def __init__(self, issues: list[dict[str, object]] | str) -> None:
+        if isinstance(issues, str):
+            issues = [{"message": issues, "path": None}]
+        text = "; ".join(str(issue.get("message")) for issue in issues)
+        super().__init__(f"update rejected: {text}")
+        self.issues = issues
+
+
+class UpdateFailedError(WeftError):
+    """An update handler raised; nothing was stored and the workflow is unchanged."""
+
+    def __init__(self, name: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"update {name!r} failed: {error_type}: {error_message}")
+        self.update_name = name
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class UnknownUpdateError(WeftError):
+    """The workflow has no handler for this update name (at its current point)."""
+
+
+class UnknownQueryError(WeftError):
+    """The workflow has no handler for this query name (at its current point)."""
+
+
+class ActivityTokenNotFoundError(WeftError):
+    """The async-activity token is unknown, or was already used."""
+
+
+class ActivityReconciliationError(WeftError):
+    """An idempotent activity may have run before a crash and its verifier could not tell."""
+
+
+class WorkflowTimedOutError(WorkflowFailedError):
+    """The workflow ran past its ``execution_timeout``."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(workflow_id, "WorkflowTimedOutError", "execution timeout reached")
+
+
+class WorkflowBusyError(WeftError):
+    """The workflow is being driven by this engine right now; retry shortly."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from weft_serverless.activity import ActivitySpec, Verification
 from weft_serverless.errors import WorkflowBuilderError
 
 
@@ -23,10 +24,15 @@ class ActivityDefinition:
     fn: Callable[..., Any]
     takes_input: bool
     is_async: bool
+    verify: Callable[[Any, str], Verification] | None = None
 
     @classmethod
-    def of(cls, name: str, fn: Callable[..., Any]) -> ActivityDefinition:
-        return cls(name, fn, _takes_input(fn), inspect.iscoroutinefunction(fn))
+    def of(cls, name: str, spec: Callable[..., Any] | ActivitySpec) -> ActivityDefinition:
+        if isinstance(spec, ActivitySpec):
+            fn, verify = spec.fn, spec.verify
+        else:
+            fn, verify = spec, None
+        return cls(name, fn, _takes_input(fn), inspect.iscoroutinefunction(fn), verify)
 
 
 def _takes_input(fn: Callable[..., Any]) -> bool:
@@ -49,6 +55,11 @@ class WorkflowDefinition:
     activities: Mapping[str, ActivityDefinition] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    compatible_versions: frozenset[str] = frozenset()
+
+    def accepts_version(self, version: str) -> bool:
+        """Whether a run started on ``version`` may be resumed by this definition."""
+        return version == self.version or version in self.compatible_versions
 
     def activity_name(self, activity: str | Callable[..., Any]) -> str | None:
         """The registered name for a name or a function, or None if not declared."""
@@ -63,10 +74,11 @@ class WorkflowDefinition:
 class WorkflowBuilder:
     """Collects a workflow's parts; ``execute`` validates them and returns the definition."""
 
-    def __init__(self, name: str, version: str) -> None:
+    def __init__(self, name: str, version: str, compatible_versions: tuple[str, ...] = ()) -> None:
         self._name = name
         self._version = version
-        self._activities: dict[str, Callable[..., Any]] | None = None
+        self._compatible = frozenset(compatible_versions)
+        self._activities: dict[str, Callable[..., Any] | ActivitySpec] | None = None
         self._issues: list[str] = []
         self._done = False
         if not isinstance(name, str) or not name.strip():
@@ -74,13 +86,14 @@ class WorkflowBuilder:
         if not isinstance(version, str) or not version:
             self._issues.append("version must be a non-empty string")
 
-    def activities(self, **fns: Callable[..., Any]) -> WorkflowBuilder:
+    def activities(self, **fns: Callable[..., Any] | ActivitySpec) -> WorkflowBuilder:
         """Declare the activities this workflow may run, by name."""
         if self._activities is not None:
             self._issues.append(".activities() may be called only once")
             return self
         self._activities = {}
-        for activity_name, fn in fns.items():
+        for activity_name, spec in fns.items():
+            fn = spec.fn if isinstance(spec, ActivitySpec) else spec
             if not callable(fn):
                 self._issues.append(f"activity {activity_name!r} is not callable")
                 continue
@@ -90,7 +103,7 @@ class WorkflowBuilder:
                     "functions (or async def)"
                 )
                 continue
-            self._activities[activity_name] = fn
+            self._activities[activity_name] = spec
         return self
 
     def execute(self, fn: Callable[..., Any]) -> WorkflowDefinition:
@@ -110,9 +123,17 @@ class WorkflowBuilder:
         activities = {
             name: ActivityDefinition.of(name, f) for name, f in (self._activities or {}).items()
         }
-        return WorkflowDefinition(self._name, self._version, fn, MappingProxyType(activities))
+        return WorkflowDefinition(
+            self._name, self._version, fn, MappingProxyType(activities), self._compatible
+        )
 
 
-def workflow(name: str, version: str = "1") -> WorkflowBuilder:
-    """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``."""
-    return WorkflowBuilder(name, version)
+def workflow(
+    name: str, version: str = "1", *, compatible_versions: tuple[str, ...] = ()
+) -> WorkflowBuilder:
+    """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``.
+
+    A run keeps the ``version`` it started on; recovering it under another version fails
+    that run, unless its version is listed in ``compatible_versions``.
+    """
+    return WorkflowBuilder(name, version, compatible_versions)

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from weft_serverless.activity import ActivityContext, set_current
 from weft_serverless.codec import decode
 from weft_serverless.commands import Run
 from weft_serverless.errors import ActivityTimeoutError, CodecError, PayloadTooLargeError
@@ -29,13 +30,17 @@ class AttemptResult:
 
 
 def run_attempt(
-    rt: Runtime, activity: ActivityDefinition, cmd: Run, encoded_input: bytes
+    rt: Runtime,
+    activity: ActivityDefinition,
+    cmd: Run,
+    encoded_input: bytes,
+    context: ActivityContext,
 ) -> AttemptResult:
     """Run one attempt; never raises for the activity's own failures."""
     rt.metrics.activity_attempts += 1
     arg = decode(encoded_input)
     try:
-        value = _call(activity, arg, cmd.timeout)
+        value = _call(activity, arg, cmd.timeout, context)
     except Exception as exc:
         names = [cls.__name__ for cls in type(exc).__mro__]
         return AttemptResult(
@@ -44,6 +49,8 @@ def run_attempt(
             message=str(exc),
             retryable=cmd.retry.is_retryable(names, exc),
         )
+    if context.async_token is not None:
+        return AttemptResult(ok=True)
     try:
         data = rt.encode_payload(value, f"result of activity {cmd.activity!r}")
     except (CodecError, PayloadTooLargeError) as exc:
@@ -51,13 +58,19 @@ def run_attempt(
     return AttemptResult(ok=True, value=data)
 
 
-def _call(activity: ActivityDefinition, arg: Any, timeout: float | None) -> Any:
+def _call(
+    activity: ActivityDefinition, arg: Any, timeout: float | None, context: ActivityContext
+) -> Any:
     args = (arg,) if activity.takes_input else ()
-    if activity.is_async:
-        return asyncio.run(_with_timeout(activity, args, timeout))
-    if timeout is None:
+    if timeout is not None and not activity.is_async:
+        return _call_in_thread(activity, args, timeout, context)
+    set_current(context)
+    try:
+        if activity.is_async:
+            return asyncio.run(_with_timeout(activity, args, timeout))
         return activity.fn(*args)
-    return _call_in_thread(activity, args, timeout)
+    finally:
+        set_current(None)
 
 
 async def _with_timeout(
@@ -73,11 +86,14 @@ async def _with_timeout(
         ) from None
 
 
-def _call_in_thread(activity: ActivityDefinition, args: tuple[Any, ...], timeout: float) -> Any:
+def _call_in_thread(
+    activity: ActivityDefinition, args: tuple[Any, ...], timeout: float, context: ActivityContext
+) -> Any:
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
     def target() -> None:
+        set_current(context)
         try:
             outcome["value"] = activity.fn(*args)
         except BaseException as exc:  # handed back to the caller's thread

@@ -8,10 +8,12 @@ no wake-up is lost between a drive's last read and its return.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from weft_serverless.errors import WeftError
+from weft_serverless.errors import WeftError, WorkflowBusyError
 
 from .commit import LostCommit
 from .ownership import EngineDeposedError
@@ -31,6 +33,7 @@ class Dispatcher:
         self._rt = rt
         self._drive = drive
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
         self._queue: deque[tuple[str, str]] = deque()
         self._queued: set[str] = set()
         self._active: set[str] = set()
@@ -84,9 +87,28 @@ class Dispatcher:
             finally:
                 self._release(workflow_id)
 
+    @contextmanager
+    def exclusive(self, workflow_id: str, timeout: float | None) -> Iterator[None]:
+        """Hold the workflow against other drives on this engine (waiting up to ``timeout``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while workflow_id in self._active:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise WorkflowBusyError(
+                        f"workflow {workflow_id!r} is being driven here; retry shortly"
+                    )
+                self._released.wait(remaining)
+            self._active.add(workflow_id)
+        try:
+            yield
+        finally:
+            self._release(workflow_id)
+
     def _release(self, workflow_id: str) -> None:
         with self._lock:
             self._active.discard(workflow_id)
+            self._released.notify_all()
             kind = self._again.pop(workflow_id, None)
             if kind is not None and workflow_id not in self._queued:
                 self._queued.add(workflow_id)

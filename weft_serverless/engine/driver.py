@@ -1,43 +1,63 @@
 """Drives one workflow generator: replay from the op log, carry out new steps, park or finish.
 
 Recovery is positional memoised re-execution: the generator runs from the top and the
-command yielded at step ``n`` is answered from op record ``n`` when it exists. Only past the
-recorded history does anything run for real.
+command yielded at step ``n`` is answered from op record ``n`` when it exists. Updates
+recorded at step ``n`` are re-applied there first, so handler state is rebuilt in the same
+order it was built live. Only past the recorded history does anything run for real.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.commands import Command
+from weft_serverless.commands import Command, GetVersion
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     CodecError,
     InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
+    VersionMismatchError,
 )
 from weft_serverless.storage import keys
 
-from . import lifecycle
+from . import lifecycle, updates
+from .commit import commit
+from .outcomes import Outcome, RaiseAtYield
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
-from .steps import Outcome, RaiseAtYield, StepRunner
+from .steps import StepRunner
+
+
+@dataclass(slots=True)
+class DriveRequest:
+    """What a drive should do besides advancing: deliver an update, or only replay (query)."""
+
+    awaiting: set[str] = field(default_factory=set)
+    update: updates.IncomingUpdate | None = None
+    read_only: bool = False
+    ctx: WorkflowContext | None = None
 
 
 def drive(
-    rt: Runtime, workflow_id: str, enqueue: Callable[[str], None], awaiting: set[str]
+    rt: Runtime,
+    workflow_id: str,
+    enqueue: Callable[[str], None],
+    request: DriveRequest | None = None,
 ) -> str | None:
     """Advance a workflow as far as it can go now; returns its status afterwards (None: gone).
 
-    ``awaiting`` receives the names of the signals the workflow parked on.
+    In ``read_only`` mode nothing runs or is written: the generator is replayed up to the
+    end of its recorded history and the context is left in ``request.ctx`` for a query.
     """
+    request = request or DriveRequest()
     history = load_history(rt.storage, workflow_id)
     if history is None:
         return None
-    if history.state.status != RUNNING:
+    if history.state.status != RUNNING and not request.read_only:
         return history.state.status
     definition = rt.definitions.get(history.state.type)
     if definition is None:
@@ -47,54 +67,129 @@ def drive(
             history.state.type,
         )
         return history.state.status
+    if not definition.accepts_version(history.state.version) and not request.read_only:
+        error = VersionMismatchError(workflow_id, history.state.version, definition.version)
+        return _fail(rt, history, error)
     ctx = WorkflowContext(workflow_id, definition, rt.now)
+    request.ctx = ctx
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
-    runner.awaiting = awaiting
+    runner.awaiting = request.awaiting
     try:
         gen = definition.fn(ctx, decode(history.state.input))
     except Exception as exc:
-        return _fail(rt, history, exc)
-    return _run(rt, history, ctx, runner, gen)
+        return history.state.status if request.read_only else _fail(rt, history, exc)
+    return _Run(rt, history, ctx, runner, gen, request).loop()
 
 
-def _run(rt: Runtime, history: History, ctx: WorkflowContext, runner: StepRunner, gen: Any) -> str:
-    step = 0
-    outcome = Outcome()
-    started = False
-    while True:
-        slot = keys.step_slot(step)
-        ctx.is_replaying = slot in history.ops
-        try:
-            if not started:
-                started = True
-                cmd = gen.send(None)
-            elif outcome.error is not None:
-                cmd = gen.throw(outcome.error)
-            else:
-                cmd = gen.send(outcome.value)
-        except StopIteration as stop:
-            return _complete(rt, history, stop.value)
-        except Exception as exc:
-            return _fail(rt, history, exc)
-        if not isinstance(cmd, Command):
-            gen.close()
-            return _fail(rt, history, _not_a_command(cmd))
-        step += 1
-        record = history.ops.get(slot)
-        try:
-            if record is not None:
-                outcome = runner.replay(cmd, slot, record)
+class _Run:
+    def __init__(
+        self,
+        rt: Runtime,
+        history: History,
+        ctx: WorkflowContext,
+        runner: StepRunner,
+        gen: Any,
+        request: DriveRequest,
+    ) -> None:
+        self.rt, self.history, self.ctx, self.runner = rt, history, ctx, runner
+        self.gen, self.request = gen, request
+
+    def loop(self) -> str:
+        step = 0
+        outcome = Outcome()
+        started = False
+        while True:
+            slot = keys.step_slot(step)
+            self.ctx.is_replaying = slot in self.history.ops
+            try:
+                if not started:
+                    started = True
+                    cmd = self.gen.send(None)
+                elif outcome.error is not None:
+                    cmd = self.gen.throw(outcome.error)
+                else:
+                    cmd = self.gen.send(outcome.value)
+            except StopIteration as stop:
+                return self._complete(stop.value)
+            except Exception as exc:
+                return self._fail(exc)
+            if isinstance(cmd, GetVersion):
+                outcome = self._version(cmd, slot)
                 continue
-            done = runner.advance(cmd, slot)
-        except RaiseAtYield as raised:
-            outcome = Outcome(error=raised.error)
-            continue
-        except NondeterminismError as exc:
-            return _fail(rt, history, exc)
-        if done is None:
-            return RUNNING
-        runner.commit_done(cmd, slot, done)
-        outcome = done.outcome
+            if not isinstance(cmd, Command):
+                self.gen.close()
+                return self._fail(_not_a_command(cmd))
+            step += 1
+            try:
+                updates.replay_applied(self.ctx, self.history, slot)
+                record = self.history.ops.get(slot)
+                if record is not None:
+                    outcome = self.runner.replay(cmd, slot, record)
+                    continue
+                if self.request.read_only:
+                    return self.history.state.status
+                done = self.runner.advance(cmd, slot)
+                if done is None and self.request.update is not None:
+                    updates.apply_incoming(
+                        self.rt, self.ctx, self.history, slot, self.request.update
+                    )
+                    self.request.update = None
+                    done = self.runner.advance(cmd, slot)
+            except RaiseAtYield as raised:
+                outcome = Outcome(error=raised.error)
+                continue
+            except NondeterminismError as exc:
+                return self._fail(exc)
+            if done is None:
+                return RUNNING
+            self.runner.commit_done(cmd, slot, done)
+            outcome = done.outcome
+
+    def _version(self, cmd: GetVersion, slot: str) -> Outcome:
+        """Answer ``get_version`` without taking a step slot (see commands.GetVersion)."""
+        pinned = self.history.versions.get(cmd.change_id)
+        if pinned is None:
+            if self.ctx.is_replaying or self.request.read_only:
+                pinned = cmd.min_supported
+                if self.request.read_only and not self.ctx.is_replaying:
+                    pinned = cmd.max_supported
+                return Outcome(pinned)
+            pinned = cmd.max_supported
+            key = keys.version_key(self.ctx.workflow_id, cmd.change_id)
+            from weft_serverless.codec import encode
+            from weft_serverless.storage.base import Condition, Put
+
+            commit(
+                self.rt,
+                self.ctx.workflow_id,
+                [Condition(key, None)],
+                [Put(key, encode({"v": pinned}))],
+            )
+            self.history.versions[cmd.change_id] = pinned
+        if not cmd.min_supported <= pinned <= cmd.max_supported:
+            return Outcome(
+                error=VersionMismatchError(
+                    self.ctx.workflow_id,
+                    f"{cmd.change_id}={pinned}",
+                    f"{cmd.change_id} in [{cmd.min_supported}, {cmd.max_supported}]",
+                )
+            )
+        return Outcome(pinned)
+
+    def _complete(self, value: Any) -> str:
+        if self.request.read_only:
+            return self.history.state.status
+        try:
+            result = self.rt.encode_payload(value, "workflow result")
+        except (CodecError, PayloadTooLargeError) as exc:
+            return self._fail(exc)
+        lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
+        return COMPLETED
+
+    def _fail(self, exc: BaseException) -> str:
+        if self.request.read_only:
+            return self.history.state.status
+        return _fail(self.rt, self.history, exc)
 
 
 def _not_a_command(value: Any) -> InvalidArgumentError:
@@ -107,15 +202,6 @@ def _not_a_command(value: Any) -> InvalidArgumentError:
         f"the workflow yielded {type(value).__name__}, not a durable command; "
         f"yield ctx.run(...), ctx.sleep(...), ctx.wait_for_signal(...) and the like{hint}"
     )
-
-
-def _complete(rt: Runtime, history: History, value: Any) -> str:
-    try:
-        result = rt.encode_payload(value, "workflow result")
-    except (CodecError, PayloadTooLargeError) as exc:
-        return _fail(rt, history, exc)
-    lifecycle.finish(rt, history, COMPLETED, result, None)
-    return COMPLETED
 
 
 def _fail(rt: Runtime, history: History, exc: BaseException) -> str:

@@ -2,34 +2,40 @@
 
 from __future__ import annotations
 
+import builtins
+import datetime
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from weft_serverless.commands import parse_duration
 from weft_serverless.errors import (
     ConfigurationError,
     InvalidArgumentError,
+    WeftError,
+    WorkflowAlreadyExistsError,
     WorkflowNotFoundError,
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import lifecycle, signals
+from . import control, interactions, lifecycle, listing, signals
 from .background import BackgroundDriver, Heartbeat
 from .dispatch import Dispatcher
-from .driver import drive
+from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .maintenance import Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
-from .records import RUNNING, STATUSES, WorkflowState
-from .runtime import BackgroundTasks, Runtime, payload_limit, wall_clock
+from .records import RUNNING, SUSPENDED, WorkflowState
+from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
 from .store_lease import StoreLease
 from .workflow_lease import WorkflowLease
 
 MAX_WORKFLOW_ID_LENGTH = 256
+Duration = float | int | str | datetime.timedelta
 
 
 class Engine:
@@ -120,21 +126,83 @@ class Engine:
         *,
         id: str | None = None,
         idempotency_key: str | None = None,
+        execution_timeout: Duration | None = None,
+        start_at: float | datetime.datetime | None = None,
+        start_after: Duration | None = None,
     ) -> WorkflowHandle:
-        """Start a run; drive it inline in manual mode until it parks or finishes."""
+        """Start a run; drive it inline in manual mode until it parks or finishes.
+
+        ``execution_timeout`` ends the run ``timed-out`` when it passes. ``start_at`` (epoch
+        seconds or an aware datetime) or ``start_after`` (a duration) keep it ``pending``
+        until then. A repeated ``idempotency_key`` returns the first run's handle.
+        """
         self._check_open()
-        workflow_id = _check_id(id) if id is not None else uuid.uuid4().hex
+        state = self._new_state(
+            workflow_type, input, id, idempotency_key, execution_timeout, start_at, start_after
+        )
+        started = lifecycle.start_workflow(self._rt, state)
+        if state.status == RUNNING:
+            self._wake(started, "start")
+        return WorkflowHandle(self, started)
+
+    def start_or_signal(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        id: str,
+        signal: str,
+        payload: Any = None,
+        signal_id: str | None = None,
+        execution_timeout: Duration | None = None,
+    ) -> WorkflowHandle:
+        """Signal the run ``id``, starting it first (with the signal buffered) if absent.
+
+        Raises ``WorkflowNotRunningError`` if ``id`` names a finished run.
+        """
+        self._check_open()
+        state = self._new_state(workflow_type, input, id, None, execution_timeout, None, None)
+        ops = signals.delivery_ops(self._rt, state.id, signal, payload, signal_id)
+        try:
+            lifecycle.start_workflow(self._rt, state, ops)
+        except WorkflowAlreadyExistsError:
+            self.signal(state.id, signal, payload, signal_id=signal_id)
+            return WorkflowHandle(self, state.id)
+        self._wake(state.id, "start")
+        return WorkflowHandle(self, state.id)
+
+    def _new_state(
+        self,
+        workflow_type: str,
+        input: Any,
+        workflow_id: str | None,
+        idempotency_key: str | None,
+        execution_timeout: Duration | None,
+        start_at: float | datetime.datetime | None,
+        start_after: Duration | None,
+    ) -> WorkflowState:
         if idempotency_key is not None and (
             not isinstance(idempotency_key, str) or not idempotency_key
         ):
             raise InvalidArgumentError("idempotency_key must be a non-empty string")
+        if start_at is not None and start_after is not None:
+            raise InvalidArgumentError("pass start_at or start_after, not both")
+        due = _start_time(self._rt.now(), start_at, start_after)
+        timeout = None
+        if execution_timeout is not None:
+            timeout = parse_duration(execution_timeout, "execution_timeout")
+            if timeout <= 0:
+                raise InvalidArgumentError("execution_timeout must be > 0 seconds")
         encoded = self._rt.encode_payload(input, "workflow input")
-        state = lifecycle.new_state(
-            self._rt, workflow_type, workflow_id, encoded, idempotency_key=idempotency_key
+        return lifecycle.new_state(
+            self._rt,
+            workflow_type,
+            _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex,
+            encoded,
+            idempotency_key=idempotency_key,
+            start_at=due,
+            execution_timeout=timeout,
         )
-        started = lifecycle.start_workflow(self._rt, state)
-        self._wake(started, "start")
-        return WorkflowHandle(self, started)
 
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
         return WorkflowHandle(self, _check_id(workflow_id))
@@ -152,29 +220,18 @@ class Engine:
         workflow_type: str | None = None,
         limit: int = 100,
     ) -> list[WorkflowSummary]:
-        """Workflows by status and type, oldest first, read from the sharded status index."""
-        if status is not None and status not in STATUSES:
-            raise InvalidArgumentError(
-                f"status must be one of {', '.join(STATUSES)}; got {status!r}"
-            )
-        if limit < 1:
-            raise InvalidArgumentError("limit must be >= 1")
-        from weft_serverless.codec import decode
+        """Workflows by status and type, oldest first (see ``list_page`` for paging)."""
+        return listing.list_page(self._rt, status, workflow_type, limit, None)[0]
 
-        rows: list[WorkflowSummary] = []
-        for each_status in [status] if status else list(STATUSES):
-            for shard in range(keys.STATUS_SHARDS):
-                partition = keys.status_partition(each_status, shard)
-                for sort, value in self._rt.storage.scan(partition):
-                    wf_type = decode(value)["type"]
-                    if workflow_type is not None and wf_type != workflow_type:
-                        continue
-                    created = int(sort.split("#", 1)[0]) / 1000.0
-                    rows.append(
-                        WorkflowSummary(keys.status_entry_id(sort), wf_type, each_status, created)
-                    )
-        rows.sort(key=lambda row: (row.created_at, row.id))
-        return rows[:limit]
+    def list_page(
+        self,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[builtins.list[WorkflowSummary], str | None]:
+        """One page of ``list`` and the cursor of the next page (None when done)."""
+        return listing.list_page(self._rt, status, workflow_type, limit, cursor)
 
     # -- talking to runs ------------------------------------------------------------------------
 
@@ -186,18 +243,69 @@ class Engine:
         if signals.deliver(self._rt, _check_id(workflow_id), name, payload, signal_id):
             self._wake(workflow_id, "signal")
 
+    def update(
+        self,
+        workflow_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Apply an update where the workflow is parked and return its handler's result.
+
+        A validator rejects with ``UpdateValidationError`` before anything is stored; a
+        repeated ``update_id`` returns the first result. Under workflow-lease, a workflow held
+        by another engine raises ``WorkflowClaimUnavailableError``: retry (it is released
+        when that engine's invocation ends).
+        """
+        self._check_open()
+        result = interactions.send_update(
+            self._rt, self._dispatcher, _check_id(workflow_id), name, payload, update_id, timeout
+        )
+        self._settle()
+        return result
+
+    def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
+        """Answer a query from the workflow's current state, read-only, on any engine."""
+        self._check_open()
+        return interactions.run_query(self._rt, _check_id(workflow_id), name, arg)
+
+    def complete_activity(self, token: str, result: Any = None) -> None:
+        """Complete an async activity with ``result`` (single use) and resume its workflow."""
+        self._check_open()
+        self._wake(interactions.complete_async(self._rt, token, result=result), "async-activity")
+
+    def fail_activity(self, token: str, error: BaseException | str) -> None:
+        """Fail an async activity attempt; the activity's retry policy decides what follows."""
+        self._check_open()
+        workflow_id = interactions.complete_async(self._rt, token, error=error, failed=True)
+        self._wake(workflow_id, "async-activity")
+
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._check_open()
-        state = lifecycle.cancel(self._rt, _check_id(workflow_id))
-        if state.parent:
+        state = control.cancel(self._rt, _check_id(workflow_id))
+        if state.parent and state.parent.get("await", True):
             self._wake(state.parent["id"], "child-completion")
+        self._settle()
+
+    def suspend(self, workflow_id: str) -> None:
+        """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
+        self._check_open()
+        control.suspend(self._rt, _check_id(workflow_id))
+
+    def retry(self, workflow_id: str) -> None:
+        """Re-run a failed workflow from its last good step (the failed step runs again)."""
+        self._check_open()
+        if control.retry_failed(self._rt, _check_id(workflow_id)):
+            self._wake(workflow_id, "resume")
 
     # -- recovery and maintenance ---------------------------------------------------------------
 
     def recover_all(self) -> int:
         """Drive every running workflow from its stored history; returns how many."""
-        ids = [row.id for row in self.list(status=RUNNING, limit=10**9)]
+        ids = list(listing.all_ids(self._rt, RUNNING))
         for workflow_id in ids:
             self._dispatcher.enqueue(workflow_id, "recover")
         if self._rt.background_tasks == "manual":
@@ -205,14 +313,17 @@ class Engine:
         return len(ids)
 
     def resume(self, workflow_id: str) -> str:
-        """Drive a running workflow now, from its stored history; returns its status after.
+        """Resume a suspended run, or drive a running one now; returns its status after.
 
         Under ``workflow-lease`` this claims the workflow first and raises
         ``WorkflowClaimUnavailableError`` when another engine holds it.
         """
         self._check_open()
-        self.describe(workflow_id)
-        return self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
+        if self.describe(workflow_id).status == SUSPENDED:
+            control.resume_suspended(self._rt, workflow_id)
+        status = self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
+        self._settle()
+        return status
 
     @contextmanager
     def invocation(
@@ -263,7 +374,9 @@ class Engine:
         """Fire every timer due at ``now`` once and drive what it wakes; report what was done."""
         self._check_open()
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
-        return run_maintenance(self._rt, self._dispatcher, now, Budget(deadline))
+        report = run_maintenance(self._rt, self._dispatcher, now, Budget(deadline))
+        self._settle()
+        return report
 
     def close(self) -> None:
         """Stop background work; the storage stays open (it belongs to the caller)."""
@@ -300,12 +413,12 @@ class Engine:
         verdict = self._rt.fence.prepare_wake(workflow_id, kind, explicit=kind == "resume")
         if verdict != "drive":
             return verdict
-        awaiting: set[str] = set()
+        request = DriveRequest()
         status: str | None = None
         try:
-            status = drive(self._rt, workflow_id, self._dispatcher.enqueue, awaiting)
+            status = drive(self._rt, workflow_id, self._dispatcher.enqueue, request)
         finally:
-            self._rt.fence.after_drive(workflow_id, status, frozenset(awaiting))
+            self._rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
             with self._rt.terminal_changed:
                 self._rt.terminal_changed.notify_all()
         return status or "gone"
@@ -314,6 +427,17 @@ class Engine:
         self._dispatcher.enqueue(workflow_id, kind)
         if self._rt.background_tasks == "manual":
             self._dispatcher.drain()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Close the children of runs that ended here (parent close policies)."""
+        while self._rt.closed_runs:
+            parent = self._rt.closed_runs.pop()
+            for child_id in control.children_to_close(self._rt, parent):
+                try:
+                    control.cancel(self._rt, child_id)
+                except WeftError as exc:
+                    logger.warning("could not cancel child %s of %s: %s", child_id, parent, exc)
 
     def _check_open(self) -> None:
         if self._rt.closed:
@@ -346,3 +470,19 @@ def _check_id(workflow_id: Any) -> str:
     if not workflow_id.isprintable():
         raise InvalidArgumentError("workflow id must not contain control characters")
     return workflow_id
+
+
+def _start_time(
+    now: float, start_at: float | datetime.datetime | None, start_after: Duration | None
+) -> float | None:
+    if start_after is not None:
+        return now + parse_duration(start_after, "start_after")
+    if isinstance(start_at, datetime.datetime):
+        if start_at.tzinfo is None:
+            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)")
+        return start_at.timestamp()
+    if start_at is not None and (
+        isinstance(start_at, bool) or not isinstance(start_at, int | float)
+    ):
+        raise InvalidArgumentError("start_at must be epoch seconds or an aware datetime")
+    return None if start_at is None else float(start_at)

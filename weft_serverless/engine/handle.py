@@ -66,7 +66,9 @@ def outcome_of(description: WorkflowDescription) -> Any:
         return description.result
     if description.status == CANCELLED:
         raise WorkflowCancelledError(description.id)
-    if description.status in (FAILED, TIMED_OUT):
+    if description.status == TIMED_OUT:
+        raise WorkflowTimedOutError(description.id)
+    if description.status == FAILED:
         error = description.error or {}
         raise WorkflowFailedError(
             description.id,

@@ -1,8 +1,8 @@
-"""Workflow lifecycle writes: start, child start, terminal transitions, cancel.
+"""Workflow lifecycle writes: start (now or delayed), child start, and terminal transitions.
 
-Each transition is one atomic batch that also moves the status index entry and, for a child,
-hands its outcome to the parent's partition with a wake-up timer, so no crash can leave a
-parent waiting for a child that already finished.
+Each transition is one atomic batch that also moves the status index entry and, for an
+awaited child, hands its outcome to the parent's partition with a wake-up timer, so no crash
+can leave a parent waiting for a child that already finished.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from weft_serverless.errors import (
     UnknownWorkflowTypeError,
     WeftError,
     WorkflowAlreadyExistsError,
-    WorkflowNotFoundError,
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
 from .commit import LostCommit, commit, timer_value
-from .records import RUNNING, TERMINAL, History, WorkflowState
+from .ownership import Fragment
+from .records import PENDING, RUNNING, TERMINAL, History, WorkflowState
 from .runtime import Runtime
+
+DEADLINE = "deadline"
+DELAYED_START = "delayed-start"
 
 
 def new_state(
@@ -30,9 +33,10 @@ def new_state(
     workflow_id: str,
     encoded_input: bytes,
     *,
-    parent: dict[str, str] | None = None,
+    parent: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
-    status: str = RUNNING,
+    start_at: float | None = None,
+    execution_timeout: float | None = None,
 ) -> WorkflowState:
     definition = rt.definitions.get(workflow_type)
     if definition is None:
@@ -42,40 +46,65 @@ def new_state(
             f"{known}); pass it in Engine.create(workflows={{...}})"
         )
     now = rt.now()
+    delayed = start_at is not None and start_at > now
+    extra: dict[str, Any] = {}
+    if delayed:
+        extra["start_at"] = start_at
+    if execution_timeout is not None:
+        extra["deadline"] = max(now, start_at or now) + execution_timeout
     return WorkflowState(
         id=workflow_id,
         type=workflow_type,
         version=definition.version,
-        status=status,
+        status=PENDING if delayed else RUNNING,
         input=encoded_input,
         created_at=now,
         updated_at=now,
         parent=parent,
         idempotency_key=idempotency_key,
+        extra=extra,
     )
 
 
-def start_batch(state: WorkflowState) -> tuple[list[Condition], list[Op]]:
-    """The writes that create a workflow: state (must be absent) and its index entry."""
+def start_fragment(rt: Runtime, state: WorkflowState) -> Fragment:
+    """Everything that creates a workflow: state (absent before), index entry, idempotency
+    mapping, its timers, and (when it starts now) this engine's claim on it."""
     state_key = keys.state_key(state.id)
-    index_value = encode({"type": state.type})
-    conditions = [Condition(state_key, None)]
-    ops: list[Op] = [
-        Put(state_key, state.to_bytes()),
-        Put(keys.status_key(state.status, state.id, state.created_at), index_value),
-    ]
+    fragment = Fragment(
+        conditions=[Condition(state_key, None)],
+        ops=[
+            Put(state_key, state.to_bytes()),
+            Put(keys.status_key(state.status, state.id, state.created_at), _index(state)),
+        ],
+    )
     if state.idempotency_key is not None:
         idem = keys.idempotency_key(state.idempotency_key)
-        conditions.append(Condition(idem, None))
-        ops.append(Put(idem, encode({"id": state.id})))
-    return conditions, ops
+        fragment.conditions.append(Condition(idem, None))
+        fragment.ops.append(Put(idem, encode({"id": state.id})))
+    for kind, due in (
+        (DELAYED_START, state.extra.get("start_at")),
+        (DEADLINE, state.extra.get("deadline")),
+    ):
+        if due is not None:
+            timer = keys.timer_key(due, state.id, kind)
+            fragment.ops.append(Put(timer, timer_value(state.id, kind)))
+    if state.status == RUNNING:
+        claim = rt.fence.start_fragment(state.id)
+        fragment.conditions += claim.conditions
+        fragment.ops += claim.ops
+    else:
+        fragment.conditions += rt.fence.external_conditions()
+    return fragment
 
 
-def start_workflow(rt: Runtime, state: WorkflowState) -> str:
+def _index(state: WorkflowState) -> bytes:
+    return encode({"type": state.type})
+
+
+def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None = None) -> str:
     """Create the run; return its id (an existing one for a repeated idempotency key)."""
-    conditions, ops = start_batch(state)
-    claim = rt.fence.start_fragment(state.id)
-    if rt.storage.conditional_batch(conditions + claim.conditions, ops + claim.ops):
+    fragment = start_fragment(rt, state)
+    if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
         return state.id
     rt.fence.forget_start(state.id)
     if state.idempotency_key is not None:
@@ -86,29 +115,38 @@ def start_workflow(rt: Runtime, state: WorkflowState) -> str:
     raise WorkflowAlreadyExistsError(state.id)
 
 
-def start_child(
-    rt: Runtime, parent_id: str, slot: str, workflow_type: str, child_id: str, encoded_input: bytes
-) -> dict[str, Any] | WeftError:
-    """Start a child and record it as the parent's pending step, in one batch."""
+def child_start_fragment(
+    rt: Runtime,
+    parent_id: str,
+    slot: str,
+    workflow_type: str,
+    child_id: str,
+    encoded_input: bytes,
+    policy: str,
+) -> Fragment | WeftError:
+    """Start a child and record it as the parent's pending step; folded into one batch."""
+    parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
-        state = new_state(
-            rt, workflow_type, child_id, encoded_input, parent={"id": parent_id, "slot": slot}
-        )
+        state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
     except WeftError as exc:
         return exc
-    conditions, ops = start_batch(state)
-    pending = {"child_id": child_id}
+    fragment = start_fragment(rt, state)
     pending_key = keys.pending_key(parent_id, slot)
-    conditions.append(Condition(pending_key, None))
-    ops.append(Put(pending_key, encode(pending)))
-    claim = rt.fence.start_fragment(child_id)
-    conditions += claim.conditions + rt.fence.conditions(parent_id)
-    if rt.storage.conditional_batch(conditions, ops + claim.ops):
-        return pending
-    rt.fence.forget_start(child_id)
-    if rt.storage.get(pending_key) is not None:
-        raise LostCommit(parent_id)
-    return WorkflowAlreadyExistsError(child_id)
+    fragment.conditions.append(Condition(pending_key, None))
+    fragment.ops.append(Put(pending_key, encode({"child_id": child_id, "policy": policy})))
+    return fragment
+
+
+def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fragment) -> bool:
+    """Commit a child start on its own; False when the child id is taken."""
+    try:
+        commit(rt, parent_id, fragment.conditions, fragment.ops)
+        return True
+    except LostCommit:
+        rt.fence.forget_start(child_id)
+        if rt.storage.get(keys.state_key(child_id)) is not None:
+            return False
+        raise
 
 
 def transition_ops(
@@ -136,10 +174,8 @@ def transition_ops(
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     if status != state.status:
         ops.append(Delete(keys.status_key(state.status, state.id, state.created_at)))
-        ops.append(
-            Put(keys.status_key(status, state.id, state.created_at), encode({"type": state.type}))
-        )
-    if status in TERMINAL and state.parent:
+        ops.append(Put(keys.status_key(status, state.id, state.created_at), _index(state)))
+    if status in TERMINAL and state.parent and state.parent.get("await", True):
         ops.extend(_parent_notice(state, status, now, result, error))
     return new, ops
 
@@ -168,7 +204,11 @@ def _parent_notice(
 
 
 def finish(
-    rt: Runtime, history: History, status: str, result: bytes | None, error: dict[str, Any] | None
+    rt: Runtime,
+    history: History,
+    status: str,
+    result: bytes | None,
+    error: dict[str, Any] | None,
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
@@ -179,21 +219,5 @@ def finish(
         rt.metrics.workflows_completed += 1
     else:
         rt.metrics.workflows_failed += 1
+    rt.closed_runs.append(new.id)
     return new
-
-
-def cancel(rt: Runtime, workflow_id: str) -> WorkflowState:
-    """Move a non-terminal workflow to ``cancelled``; a terminal one is returned unchanged."""
-    for _ in range(10):
-        current = rt.storage.get(keys.state_key(workflow_id))
-        if current is None:
-            raise WorkflowNotFoundError(workflow_id)
-        state = WorkflowState.from_bytes(current)
-        if state.status in TERMINAL:
-            return state
-        new, ops = transition_ops(state, "cancelled", rt.now(), None, None)
-        rotation = rt.fence.rotate_fragment(workflow_id)
-        conditions = [Condition(keys.state_key(workflow_id), current), *rotation.conditions]
-        if rt.storage.conditional_batch(conditions, ops + rotation.ops):
-            return new
-    raise WeftError(f"cancel of {workflow_id!r} kept racing other writers; try again")

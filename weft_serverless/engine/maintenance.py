@@ -17,10 +17,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode
+from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key
 
+from . import control
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
+from .lifecycle import DEADLINE, DELAYED_START
 from .runtime import Runtime, logger
 
 MAX_TIMERS_PER_PASS = 1000
@@ -73,7 +76,7 @@ def fire_due_timers(
         if budget.exhausted():
             report.cut_short = True
             return
-        outcome = dispatcher.run(workflow_id, timers[0][2])
+        outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers})
         if outcome in (RETAIN, BUSY, DEPOSED, "error"):
             # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
@@ -84,6 +87,24 @@ def fire_due_timers(
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
+
+
+def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:
+    """Act on a workflow's due timers: time it out, activate a delayed start, or wake it."""
+    try:
+        if DEADLINE in kinds and control.time_out(rt, workflow_id):
+            return "timed-out"
+        if DELAYED_START in kinds:
+            control.activate_delayed(rt, workflow_id)
+    except WorkflowNotFoundError:
+        return COLLECT
+    except WeftError as exc:
+        logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
+        return "error"
+    wake = sorted(kinds - {DEADLINE})
+    if not wake:
+        return COLLECT
+    return dispatcher.run(workflow_id, wake[0])
 
 
 def next_due(rt: Runtime) -> float | None:

@@ -129,6 +129,10 @@ class Ownership:
     def rotate_fragment(self, workflow_id: str) -> Fragment:
         return Fragment()
 
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        """Claim folded into a transition back to running (resume, retry, delayed start)."""
+        return Fragment()
+
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
         return "drive"
 

@@ -37,7 +37,7 @@ class WorkflowState:
     updated_at: float
     result: bytes | None = None
     error: dict[str, Any] | None = None
-    parent: dict[str, str] | None = None
+    parent: dict[str, Any] | None = None
     idempotency_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -95,6 +95,11 @@ class History:
     signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, bytes] = field(default_factory=dict)
+    updates_applied: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    update_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    started: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -102,39 +107,38 @@ class History:
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:
     """Read a workflow's partition (one ordered, strongly consistent range read)."""
-    partition = keys.workflow_partition(workflow_id)
     state_bytes: bytes | None = None
-    ops: dict[str, dict[str, Any]] = {}
-    pending: dict[str, dict[str, Any]] = {}
-    attempts: dict[str, list[dict[str, Any]]] = {}
-    signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = {}
-    children: dict[str, dict[str, Any]] = {}
-    raw: dict[str, bytes] = {}
-    for sort, value in storage.scan(partition):
-        raw[sort] = value
+    h = History(_PLACEHOLDER, b"")
+    for sort, value in storage.scan(keys.workflow_partition(workflow_id)):
+        h.raw[sort] = value
+        family, _, rest = sort.partition("#")
         if sort == keys.STATE:
             state_bytes = value
-        elif sort.startswith(keys.OP_PREFIX):
-            ops[sort[len(keys.OP_PREFIX) :]] = decode(value)
-        elif sort.startswith(keys.PENDING_PREFIX):
-            pending[sort[len(keys.PENDING_PREFIX) :]] = decode(value)
-        elif sort.startswith(keys.ATTEMPT_PREFIX):
-            slot = sort[len(keys.ATTEMPT_PREFIX) :].rsplit("#", 1)[0]
-            attempts.setdefault(slot, []).append(decode(value))
-        elif sort.startswith(keys.SIGNAL_PREFIX):
-            name = keys.dec(sort[len(keys.SIGNAL_PREFIX) :].split("#", 1)[0])
-            signals.setdefault(name, []).append((sort, value, decode(value)))
-        elif sort.startswith(keys.CHILD_PREFIX):
-            children[sort[len(keys.CHILD_PREFIX) :]] = decode(value)
+        elif family == "op":
+            h.ops[rest] = decode(value)
+        elif family == "pend":
+            h.pending[rest] = decode(value)
+        elif family == "att":
+            h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(decode(value))
+        elif family == "sig":
+            name = keys.dec(rest.split("#", 1)[0])
+            h.signals.setdefault(name, []).append((sort, value, decode(value)))
+        elif family == "child":
+            h.children[rest] = decode(value)
+        elif family == "upa":
+            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(decode(value))
+        elif family == "upr":
+            h.update_responses[keys.dec(rest)] = decode(value)
+        elif family == "ver":
+            h.versions[keys.dec(rest)] = decode(value)["v"]
+        elif family == "asyncres":
+            h.async_results[rest] = decode(value)
+        elif family == "actrec":
+            h.started[rest] = decode(value)
     if state_bytes is None:
         return None
-    return History(
-        WorkflowState.from_bytes(state_bytes),
-        state_bytes,
-        ops,
-        pending,
-        attempts,
-        signals,
-        children,
-        raw,
-    )
+    h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
+    return h
+
+
+_PLACEHOLDER = WorkflowState("", "", "", "", b"", 0.0, 0.0)

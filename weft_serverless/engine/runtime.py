@@ -62,6 +62,8 @@ class Runtime:
     # Seconds left in the current invocation (None: no budget); see Engine.invocation.
     time_left: Callable[[], float] | None = None
     step_reserve: float = 0.0
+    # Runs that reached a terminal state here; the engine then closes their children.
+    closed_runs: list[str] = field(default_factory=list)
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
 

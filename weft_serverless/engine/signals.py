@@ -29,8 +29,10 @@ _process_tag = uuid.uuid4().hex[:6]
 MAX_SIGNAL_ID_LENGTH = 128
 
 
-def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None) -> bool:
-    """Buffer a signal for a workflow; returns False if ``signal_id`` was delivered before."""
+def delivery_ops(
+    rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None
+) -> list[Op]:
+    """The writes that buffer one signal (checked and encoded before anything is written)."""
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError("signal name must be a non-empty string")
     if signal_id is not None and (
@@ -40,25 +42,32 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
             f"signal_id must be a non-empty string of at most {MAX_SIGNAL_ID_LENGTH} characters"
         )
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
+    now = rt.now()
+    seq = f"{keys.ms(now):016d}.{next(_sequence):08d}.{_process_tag}"
+    timer = keys.timer_key(now, workflow_id, "g" + seq)
+    record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
+    ops: list[Op] = [
+        Put(keys.signal_key(workflow_id, name, seq), encode(record)),
+        Put(timer, timer_value(workflow_id, "signal")),
+    ]
+    if signal_id is not None:
+        dedup = encode({"seq": seq, "name": name})
+        ops.append(Put(keys.signal_id_key(workflow_id, signal_id), dedup))
+    return ops
+
+
+def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None) -> bool:
+    """Buffer a signal for a workflow; returns False if ``signal_id`` was delivered before."""
+    ops = delivery_ops(rt, workflow_id, name, payload, signal_id)
     current = rt.storage.get(keys.state_key(workflow_id))
     if current is None:
         raise WorkflowNotFoundError(workflow_id)
     state = WorkflowState.from_bytes(current)
     if state.status in TERMINAL:
         raise WorkflowNotRunningError(workflow_id, state.status)
-    now = rt.now()
-    seq = f"{keys.ms(now):016d}.{next(_sequence):08d}.{_process_tag}"
-    timer = keys.timer_key(now, workflow_id, "g" + seq)
-    record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
-    conditions: list[Condition] = rt.fence.external_conditions()
-    ops: list[Op] = [
-        Put(keys.signal_key(workflow_id, name, seq), encode(record)),
-        Put(timer, timer_value(workflow_id, "signal")),
-    ]
+    conditions = rt.fence.external_conditions()
     if signal_id is not None:
-        dedup = keys.signal_id_key(workflow_id, signal_id)
-        conditions.append(Condition(dedup, None))
-        ops.append(Put(dedup, encode({"seq": seq, "name": name})))
+        conditions.append(Condition(keys.signal_id_key(workflow_id, signal_id), None))
     if conditions:
         return rt.storage.conditional_batch(conditions, ops)
     rt.storage.batch(ops)

@@ -8,7 +8,6 @@ record and its timer) is committed before returning ``None``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode, encode
@@ -21,67 +20,25 @@ from weft_serverless.commands import (
     Sleep,
     StartChild,
     WaitForSignal,
+    WaitUntil,
 )
 from weft_serverless.errors import (
-    ActivityFailedError,
-    ChildWorkflowFailedError,
     CodecError,
     NondeterminismError,
     PayloadTooLargeError,
     WeftError,
+    WorkflowAlreadyExistsError,
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle
-from .activities import run_attempt
 from .commit import commit, decode_value, stale_timer_deletes, timer_ref, timer_value
+from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .records import History, error_record
-from .runtime import Runtime
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What the generator receives at its yield: a value, or an error to raise there."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-
-@dataclass(slots=True)
-class Done:
-    outcome: Outcome
-    record: dict[str, Any]
-    conditions: list[Condition] = field(default_factory=list)
-    ops: list[Op] = field(default_factory=list)
-    after_commit: list[Callable[[], None]] = field(default_factory=list)
-
-
-def error_from_record(err: dict[str, Any]) -> BaseException:
-    """Rebuild the exception a stored failure raises at the workflow's yield."""
-    kind = err.get("kind")
-    if kind == "activity":
-        return ActivityFailedError(err["activity"], err["type"], err["message"], err["attempts"])
-    if kind == "child":
-        return ChildWorkflowFailedError(err["child_id"], err["status"], err["type"], err["message"])
-    return WeftError(f"{err.get('type')}: {err.get('message')}")
-
-
-def error_to_record(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, ActivityFailedError):
-        return error_record(
-            "activity",
-            exc.error_type,
-            exc.error_message,
-            activity=exc.activity,
-            attempts=exc.attempts,
-        )
-    if isinstance(exc, ChildWorkflowFailedError):
-        return error_record(
-            "child", exc.error_type, exc.error_message, child_id=exc.child_id, status=exc.status
-        )
-    return error_record("error", type(exc).__name__, str(exc))
+from .run_step import advance_run
+from .runtime import Runtime, logger
 
 
 class StepRunner:
@@ -142,6 +99,8 @@ class StepRunner:
             return self._child(cmd, slot)
         if isinstance(cmd, Record):
             return self._record(cmd, slot)
+        if isinstance(cmd, WaitUntil):
+            return self._until(cmd, slot)
         raise TypeError(f"unknown command {cmd!r}")
 
     def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
@@ -156,7 +115,7 @@ class StepRunner:
         for callback in done.after_commit:
             callback()
 
-    def _park(
+    def park(
         self, record_key: Key, record: dict[str, Any], due: float, kind: str, tag: str
     ) -> dict[str, Any]:
         """Commit a pending fact together with the timer that will wake the workflow."""
@@ -170,53 +129,18 @@ class StepRunner:
         )
         return stored
 
-    def _finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
+    def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
         done.ops.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
     def _run(self, cmd: Run, slot: str) -> Done | None:
-        try:
-            encoded_input = self.rt.encode_payload(cmd.input, f"input of activity {cmd.activity!r}")
-        except (CodecError, PayloadTooLargeError) as exc:
-            raise RaiseAtYield(exc) from None
-        activity = self.rt.activity(self.definition, cmd.activity)
-        attempts = self.history.attempts.setdefault(slot, [])
-        while True:
-            if attempts and self.rt.now() < attempts[-1]["due"]:
-                return None
-            number = len(attempts) + 1
-            if self.rt.low_on_time(cmd.timeout):
-                self._yield_to_next_invocation(slot, number)
-                return None
-            result = run_attempt(self.rt, activity, cmd, encoded_input)
-            if result.ok:
-                value = decode(result.value) if result.value is not None else None
-                return self._finish(slot, Outcome(value), {"v": result.value, "a": number})
-            if result.retryable and number < cmd.retry.max_attempts:
-                self.rt.metrics.activity_retries += 1
-                due = self.rt.now() + cmd.retry.backoff(number)
-                stored = self._park(
-                    keys.attempt_key(self.workflow_id, slot, number),
-                    {"n": number, "type": result.error_type, "message": result.message},
-                    due,
-                    "retry",
-                    f"r{slot}#{number}",
-                )
-                attempts.append(stored)
-                continue
-            err = error_record(
-                "activity",
-                result.error_type,
-                result.message,
-                activity=cmd.activity,
-                attempts=number,
-            )
-            return self._finish(
-                slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err}
-            )
+        return advance_run(self, cmd, slot)
 
-    def _yield_to_next_invocation(self, slot: str, attempt: int) -> None:
+    def log_warning(self, message: str) -> None:
+        logger.warning("workflow %s: %s", self.workflow_id, message)
+
+    def yield_to_next_invocation(self, slot: str, attempt: int) -> None:
         """Too little time left to start this step: park behind a timer that is due now."""
         now = self.rt.now()
         timer = keys.timer_key(now, self.workflow_id, f"b{slot}#{attempt}#{keys.ms(now)}")
@@ -229,7 +153,7 @@ class StepRunner:
             if cmd.seconds <= 0:
                 return Done(Outcome(None), {})
             due = self.rt.now() + cmd.seconds
-            pending = self._park(
+            pending = self.park(
                 keys.pending_key(self.workflow_id, slot), {}, due, "sleep", "s" + slot
             )
             self.history.pending[slot] = pending
@@ -245,7 +169,7 @@ class StepRunner:
             ops: list[Op] = [Delete(key)]
             if signal.get("timer"):
                 ops.append(Delete(Key(*signal["timer"])))
-            return self._finish(
+            return self.finish(
                 slot,
                 Outcome(decode(signal["v"])),
                 {"v": signal["v"]},
@@ -261,7 +185,7 @@ class StepRunner:
             if cmd.timeout <= 0:
                 return Done(Outcome(None), {})
             due = self.rt.now() + cmd.timeout
-            pending = self._park(
+            pending = self.park(
                 keys.pending_key(self.workflow_id, slot), {}, due, "timeout", "w" + slot
             )
             self.history.pending[slot] = pending
@@ -287,11 +211,11 @@ class StepRunner:
                 outcome = done.outcome
             if outcome.error is not None:
                 err = error_to_record(outcome.error)
-                return self._finish(slot, Outcome(error=outcome.error), {"ok": False, "err": err})
+                return self.finish(slot, Outcome(error=outcome.error), {"ok": False, "err": err})
             values.append(outcome.value)
         if parked:
             return None
-        return self._finish(slot, Outcome(values), {"n": len(values)})
+        return self.finish(slot, Outcome(values), {"n": len(values)})
 
     def _race(self, cmd: Race, slot: str) -> Done | None:
         for index, branch in enumerate(cmd.commands):
@@ -308,7 +232,7 @@ class StepRunner:
                 if done.outcome.error is not None
                 else Outcome((index, done.outcome.value))
             )
-            return self._finish(
+            return self.finish(
                 slot,
                 outcome,
                 record,
@@ -340,16 +264,54 @@ class StepRunner:
         except (CodecError, PayloadTooLargeError) as exc:
             raise RaiseAtYield(exc) from None
         child_id = cmd.id or f"{self.workflow_id}/{slot}"
-        started = lifecycle.start_child(
-            self.rt, self.workflow_id, slot, cmd.workflow_type, child_id, encoded_input
+        fragment = lifecycle.child_start_fragment(
+            self.rt,
+            self.workflow_id,
+            slot,
+            cmd.workflow_type,
+            child_id,
+            encoded_input,
+            cmd.parent_close_policy,
         )
-        if isinstance(started, WeftError):
-            err = error_record(
-                "child", started.code, str(started), child_id=child_id, status="not-started"
+        if isinstance(fragment, WeftError):
+            return self._child_not_started(child_id, fragment)
+        if cmd.parent_close_policy != "await":
+            # The step's result is the child id: start and record it in one batch.
+            done = Done(
+                Outcome(child_id),
+                {"v": encode(child_id)},
+                conditions=fragment.conditions,
+                ops=fragment.ops,
+                after_commit=[lambda: self.enqueue(child_id)],
             )
-            return Done(Outcome(error=error_from_record(err)), {"ok": False, "err": err})
-        self.history.pending[slot] = started
+            return done
+        if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
+            return self._child_not_started(child_id, WorkflowAlreadyExistsError(child_id))
+        self.history.pending[slot] = {"child_id": child_id, "policy": "await"}
         self.enqueue(child_id)
+        return None
+
+    def _child_not_started(self, child_id: str, error: WeftError) -> Done:
+        err = error_record("child", error.code, str(error), child_id=child_id, status="not-started")
+        return Done(Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+
+    def _until(self, cmd: WaitUntil, slot: str) -> Done | None:
+        try:
+            holds = bool(cmd.predicate())
+        except Exception as exc:
+            raise RaiseAtYield(exc) from None
+        if holds:
+            return self.finish(slot, Outcome(True), {"v": encode(True)})
+        if cmd.timeout is None:
+            return None
+        pending = self.history.pending.get(slot)
+        if pending is None:
+            due = self.rt.now() + cmd.timeout
+            key = keys.pending_key(self.workflow_id, slot)
+            pending = self.park(key, {}, due, "wait-condition", "u" + slot)
+            self.history.pending[slot] = pending
+        if self.rt.now() >= pending["due"]:
+            return Done(Outcome(False), {"v": encode(False)})
         return None
 
     def _record(self, cmd: Record, slot: str) -> Done | None:
@@ -359,11 +321,3 @@ class StepRunner:
         except Exception as exc:
             raise RaiseAtYield(exc) from None
         return Done(Outcome(decode(data)), {"v": data})
-
-
-class RaiseAtYield(Exception):
-    """Internal: an error to throw into the generator at this yield, with nothing recorded."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error

@@ -122,6 +122,9 @@ class StoreLease(Ownership):
     def rotate_fragment(self, workflow_id: str) -> Fragment:
         return Fragment(conditions=self._fence())
 
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self._fence())
+
     def on_lost_commit(self, workflow_id: str) -> None:
         if self.rt.storage.get(keys.meta_key(keys.LEASE_EPOCH)) != self.epoch_bytes:
             self._stop()

@@ -156,6 +156,14 @@ class WorkflowLease(Ownership):
             ops=[Put(epoch_key, pack_epoch(unpack_epoch(read) + 1)), *_release_ops(workflow_id)],
         )
 
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        epoch_bytes, _ = self._read_owner(workflow_id)
+        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, None)
+        claim.fresh = True
+        with self._lock:
+            self.claims[workflow_id] = claim
+        return fragment
+
     # -- wakes ------------------------------------------------------------------------------------
 
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:

@@ -1,8 +1,9 @@
 """DynamoDB storage: one on-demand table, conditional writes, retries that never guess.
 
-The item mapping lives in ``dynamodb_items``, failure handling in ``dynamodb_faults`` and
-the cost meter in ``dynamodb_meter``; this module sequences the calls. boto3 is imported on
-first use only, so importing ``weft_serverless`` stays light. Why each choice was made:
+The item mapping lives in ``dynamodb_items``, failure handling in ``dynamodb_faults``, the
+cost meter in ``dynamodb_meter``, S3 offload in ``dynamodb_offload`` and client and table
+setup in ``dynamodb_setup``; this module sequences the calls. boto3 is imported on first use
+only, so importing ``weft_serverless`` stays light. Why each choice was made:
 ``docs/decisions/0003-dynamodb-mapping.md``.
 """
 
@@ -51,18 +52,17 @@ from weft_serverless.storage.dynamodb_schema import (
     OFFLOAD_BUCKET_ENV,
     SORT_ATTRIBUTE,
     TABLE_NAME_ENV,
-    TTL_ATTRIBUTE,
     VALUE_ATTRIBUTE,
-    table_spec,
 )
+from weft_serverless.storage.dynamodb_setup import create_table, dynamodb_client, s3_client
 
 if TYPE_CHECKING:
-    from boto3.session import Session
-    from botocore.config import Config
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
 
     from weft_serverless.storage.dynamodb_items import Item
+
+__all__ = ["DEFAULT_OFFLOAD_THRESHOLD", "MAX_INLINE_VALUE_BYTES", "DynamoDBStorage", "create_table"]
 
 # Largest inline value: 380,000 bytes plus the longest keys and attribute names stays under
 # both DynamoDB's 409,600-byte item limit and moto's stricter ~405,000-byte cutoff.
@@ -171,44 +171,17 @@ class DynamoDBStorage(Storage):
         if self._client is None:
             with self._client_lock:
                 if self._client is None:
-                    session, config = self._session("dynamodb")
-                    self._client = session.client(
-                        "dynamodb",
-                        region_name=self._region,
-                        endpoint_url=self._endpoint_url,
-                        config=config,
-                    )
+                    self._client = dynamodb_client(self._region, self._endpoint_url, self._timeouts)
         return self._client
 
     @property
     def s3_client(self) -> S3Client:
+        """The S3 client for offloaded values, built on first use."""
         if self._s3 is None:
             with self._client_lock:
                 if self._s3 is None:
-                    session, config = self._session("s3")
-                    self._s3 = session.client("s3", region_name=self._region, config=config)
+                    self._s3 = s3_client(self._region, self._timeouts)
         return self._s3
-
-    def _session(self, service: str) -> tuple[Session, Config]:
-        import boto3
-        from botocore.config import Config
-        from botocore.exceptions import BotoCoreError
-
-        config = Config(
-            connect_timeout=self._timeouts[0],
-            read_timeout=self._timeouts[1],
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            max_pool_connections=32,
-        )
-        try:
-            session = boto3.session.Session()
-            if (self._region or session.region_name) is None:
-                raise ConfigurationError(
-                    f"no AWS region for the {service} client: pass region= or set AWS_REGION"
-                )
-            return session, config
-        except BotoCoreError as exc:
-            raise ConfigurationError(f"cannot build the {service} client: {exc}") from None
 
     def capabilities(self) -> Capabilities:
         return self._capabilities
@@ -443,36 +416,3 @@ class DynamoDBStorage(Storage):
                 self.stats.batches += 1
                 self.stats.items_deleted += len(chunk)
         return len(unique)
-
-
-def create_table(client: DynamoDBClient, table_name: str, *, poll: int = 1) -> None:
-    """Create the table from ``table_spec`` if missing, wait for ACTIVE, enable TTL on ``ttl``.
-
-    Idempotent: an existing table is waited for and its TTL enabled if it is not yet.
-    """
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from weft_serverless.errors import StorageRequestError
-
-    try:
-        try:
-            client.create_table(**table_spec(table_name))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
-                raise
-        client.get_waiter("table_exists").wait(
-            TableName=table_name, WaiterConfig={"Delay": poll, "MaxAttempts": 600}
-        )
-        ttl = client.describe_time_to_live(TableName=table_name)["TimeToLiveDescription"]
-        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-            client.update_time_to_live(
-                TableName=table_name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE},
-            )
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise StorageRequestError(
-            "CreateTable", str(error.get("Code")), str(error.get("Message"))
-        ) from None
-    except BotoCoreError as exc:
-        raise StorageRequestError("CreateTable", type(exc).__name__, str(exc)) from None

@@ -30,6 +30,11 @@ ATTEMPT_PREFIX = "att#"
 SIGNAL_PREFIX = "sig#"
 SIGNAL_ID_PREFIX = "sigid#"
 CHILD_PREFIX = "child#"
+UPDATE_APPLIED_PREFIX = "upa#"
+UPDATE_RESPONSE_PREFIX = "upr#"
+VERSION_PREFIX = "ver#"
+ASYNC_RESULT_PREFIX = "asyncres#"
+ACTIVITY_STARTED_PREFIX = "actrec#"
 OWNER_EPOCH = "owner#epoch"
 OWNER_HOLDER = "owner#holder"
 
@@ -101,6 +106,27 @@ def signal_id_key(workflow_id: str, signal_id: str) -> Key:
 
 def child_result_key(workflow_id: str, slot: str) -> Key:
     return Key(workflow_partition(workflow_id), CHILD_PREFIX + slot)
+
+
+def update_applied_key(workflow_id: str, slot: str, seq: int) -> Key:
+    """An update applied while the workflow was parked at top-level step ``slot``."""
+    return Key(workflow_partition(workflow_id), f"{UPDATE_APPLIED_PREFIX}{slot}#{seq:04d}")
+
+
+def update_response_key(workflow_id: str, update_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), UPDATE_RESPONSE_PREFIX + enc(update_id))
+
+
+def version_key(workflow_id: str, change_id: str) -> Key:
+    return Key(workflow_partition(workflow_id), VERSION_PREFIX + enc(change_id))
+
+
+def async_result_key(workflow_id: str, slot: str, attempt: int) -> Key:
+    return Key(workflow_partition(workflow_id), f"{ASYNC_RESULT_PREFIX}{slot}#{attempt:04d}")
+
+
+def activity_started_key(workflow_id: str, slot: str) -> Key:
+    return Key(workflow_partition(workflow_id), ACTIVITY_STARTED_PREFIX + slot)
 
 
 def owner_epoch_key(workflow_id: str) -> Key:

@@ -1,0 +1,120 @@
+"""What an activity can know and do about its own run: async completion, idempotency checks.
+
+``current_activity()`` works inside an activity attempt (it is set on the thread that runs
+it). ``activity(fn, verify=...)`` declares a verifier that recovery asks, instead of running
+an idempotent activity again, when a crash left only its "started" record.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from weft_serverless.errors import InvalidArgumentError
+
+_local = threading.local()
+
+VerificationKind = Literal["not-completed", "completed", "result-unavailable", "indeterminate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """A verifier's answer about an activity that may have run before a crash."""
+
+    kind: VerificationKind
+    result: Any = None
+
+    @classmethod
+    def not_completed(cls) -> Verification:
+        """It did not happen: run it now."""
+        return cls("not-completed")
+
+    @classmethod
+    def completed(cls, result: Any = None) -> Verification:
+        """It happened, and this is its result: record it without running again."""
+        return cls("completed", result)
+
+    @classmethod
+    def result_unavailable(cls) -> Verification:
+        """It happened, but its result cannot be recovered: the workflow gets an error."""
+        return cls("result-unavailable")
+
+    @classmethod
+    def indeterminate(cls) -> Verification:
+        """Cannot tell: the run fails closed rather than risk doing it twice."""
+        return cls("indeterminate")
+
+
+@dataclass(frozen=True, slots=True)
+class ActivitySpec:
+    """An activity function with options, for ``workflow(...).activities(name=activity(fn))``."""
+
+    fn: Callable[..., Any]
+    verify: Callable[[Any, str], Verification] | None = None
+
+
+def activity(
+    fn: Callable[..., Any], *, verify: Callable[[Any, str], Verification] | None = None
+) -> ActivitySpec:
+    """Declare an activity with a ``verify(input, idempotency_key)`` reconciliation hook."""
+    if not callable(fn):
+        raise InvalidArgumentError("activity() needs a callable")
+    if verify is not None and not callable(verify):
+        raise InvalidArgumentError("verify must be callable")
+    return ActivitySpec(fn, verify)
+
+
+@dataclass(slots=True)
+class ActivityContext:
+    """Facts about the running attempt, and the switch to complete it later."""
+
+    workflow_id: str
+    activity: str
+    attempt: int
+    slot: str
+    idempotency_key: str | None = None
+    async_token: str | None = field(default=None, init=False)
+
+    def complete_async(self) -> str:
+        """Finish this activity later, from anywhere, with the returned token.
+
+        The activity's return value is then ignored; ``engine.complete_activity(token, result)``
+        or ``engine.fail_activity(token, error)`` resumes the workflow.
+        """
+        if self.async_token is None:
+            self.async_token = encode_token(self.workflow_id, self.slot, self.attempt)
+        return self.async_token
+
+
+def current_activity() -> ActivityContext:
+    """The context of the activity attempt running on this thread."""
+    context: ActivityContext | None = getattr(_local, "context", None)
+    if context is None:
+        raise InvalidArgumentError("current_activity() works only inside an activity")
+    return context
+
+
+def set_current(context: ActivityContext | None) -> None:
+    _local.context = context
+
+
+def encode_token(workflow_id: str, slot: str, attempt: int) -> str:
+    raw = f"v1\x1f{workflow_id}\x1f{slot}\x1f{attempt}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[str, str, int] | None:
+    """``(workflow_id, slot, attempt)`` of a token, or None when it is not one of ours."""
+    if not isinstance(token, str) or not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+        version, workflow_id, slot, attempt = raw.split("\x1f")
+        if version != "v1":
+            return None
+        return workflow_id, slot, int(attempt)
+    except (ValueError, UnicodeDecodeError):
+        return None

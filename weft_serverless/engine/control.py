@@ -1,0 +1,208 @@
+"""Transitions made from outside a run: cancel, time out, suspend, resume, retry, delayed start.
+
+Cancel, timeout and suspend rotate the workflow's owner epoch in the same batch (under
+workflow-lease), so an owner still running it elsewhere cannot land another write. Resume,
+retry and a delayed start's activation re-acquire a claim for this engine in their batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from weft_serverless.codec import decode
+from weft_serverless.errors import (
+    InvalidArgumentError,
+    WeftError,
+    WorkflowNotFoundError,
+    WorkflowNotRunningError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+
+from .commit import timer_value
+from .lifecycle import transition_ops
+from .records import (
+    CANCELLED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUSPENDED,
+    TERMINAL,
+    TIMED_OUT,
+    WorkflowState,
+    error_record,
+    load_history,
+)
+from .runtime import Runtime
+
+_ATTEMPTS = 10
+Extra = Callable[[WorkflowState], list[Op]]
+
+
+def _transition(
+    rt: Runtime,
+    workflow_id: str,
+    to_status: str,
+    allowed: frozenset[str],
+    *,
+    rotate: bool,
+    error: dict[str, object] | None = None,
+    extra: Extra | None = None,
+) -> tuple[WorkflowState, WorkflowState | None]:
+    """CAS the state from an allowed status to ``to_status``; returns (before, after or None)."""
+    for _ in range(_ATTEMPTS):
+        current = rt.storage.get(keys.state_key(workflow_id))
+        if current is None:
+            raise WorkflowNotFoundError(workflow_id)
+        state = WorkflowState.from_bytes(current)
+        if state.status not in allowed:
+            return state, None
+        new, ops = transition_ops(state, to_status, rt.now(), None, error)
+        fragment = (
+            rt.fence.rotate_fragment(workflow_id)
+            if rotate
+            else rt.fence.resume_fragment(workflow_id)
+        )
+        conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
+        ops += fragment.ops + (extra(state) if extra else [])
+        if rt.storage.conditional_batch(conditions, ops):
+            if to_status in TERMINAL:
+                rt.closed_runs.append(workflow_id)
+            return state, new
+        if not rotate:
+            rt.fence.forget_start(workflow_id)
+    raise WeftError(f"{to_status} of {workflow_id!r} kept racing other writers; try again")
+
+
+def cancel(rt: Runtime, workflow_id: str) -> WorkflowState:
+    """Cancel a non-terminal run; a terminal one is returned unchanged."""
+    before, after = _transition(
+        rt, workflow_id, CANCELLED, frozenset({PENDING, RUNNING, SUSPENDED}), rotate=True
+    )
+    return after or before
+
+
+def time_out(rt: Runtime, workflow_id: str) -> bool:
+    """The execution deadline fired: end the run ``timed-out`` (any engine may do this)."""
+    error = error_record("workflow", "WorkflowTimedOutError", "execution timeout reached")
+    _, after = _transition(
+        rt,
+        workflow_id,
+        TIMED_OUT,
+        frozenset({PENDING, RUNNING, SUSPENDED}),
+        rotate=True,
+        error=error,
+    )
+    return after is not None
+
+
+def suspend(rt: Runtime, workflow_id: str) -> WorkflowState:
+    """Pause a run: nothing drives it until ``resume``; its due timers are collected."""
+    before, after = _transition(
+        rt, workflow_id, SUSPENDED, frozenset({PENDING, RUNNING}), rotate=True
+    )
+    if after is None and before.status != SUSPENDED:
+        raise WorkflowNotRunningError(workflow_id, before.status)
+    return after or before
+
+
+def resume_suspended(rt: Runtime, workflow_id: str) -> bool:
+    """Suspended -> running, re-arming the timers of its unfinished steps in the same batch."""
+    _, after = _transition(
+        rt,
+        workflow_id,
+        RUNNING,
+        frozenset({SUSPENDED}),
+        rotate=False,
+        extra=lambda s: _rearm(rt, s),
+    )
+    return after is not None
+
+
+def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
+    history = load_history(rt.storage, state.id)
+    if history is None:
+        return []
+    ops: list[Op] = []
+    records = list(history.pending.items())
+    records += [(slot, attempts[-1]) for slot, attempts in history.attempts.items() if attempts]
+    for slot, record in records:
+        top = slot.split(".", 1)[0].split("@", 1)[0]
+        if top in history.ops or not record.get("timer"):
+            continue
+        ops.append(Put(Key(*record["timer"]), timer_value(state.id, "resume")))
+    return ops
+
+
+def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
+    """A delayed start fell due: pending -> running, claiming it for this engine."""
+    _, after = _transition(rt, workflow_id, RUNNING, frozenset({PENDING}), rotate=False)
+    return after is not None
+
+
+def retry_failed(rt: Runtime, workflow_id: str) -> bool:
+    """Failed -> running, forgetting the failed step so it runs again from its last good one."""
+    current = rt.storage.get(keys.state_key(workflow_id))
+    if current is None:
+        raise WorkflowNotFoundError(workflow_id)
+    if WorkflowState.from_bytes(current).status != FAILED:
+        raise InvalidArgumentError(
+            f"workflow {workflow_id!r} is {WorkflowState.from_bytes(current).status}; "
+            "only a failed workflow can be retried"
+        )
+    _, after = _transition(
+        rt,
+        workflow_id,
+        RUNNING,
+        frozenset({FAILED}),
+        rotate=False,
+        extra=lambda s: _forget_failed_step(rt, s),
+    )
+    return after is not None
+
+
+def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
+    """Deletes of the last top-level step's records when that step holds the failure."""
+    partition = keys.workflow_partition(state.id)
+    last = next(rt.storage.scan(partition, keys.OP_PREFIX, reverse=True, limit=1), None)
+    while last is not None and "." in last[0]:
+        top = last[0].split(".", 1)[0]
+        last = next(
+            rt.storage.scan(partition, keys.OP_PREFIX, lte=top, reverse=True, limit=1), None
+        )
+    if last is None or decode(last[1]).get("ok", True):
+        return []
+    slot = last[0][len(keys.OP_PREFIX) :]
+    ops: list[Op] = []
+    for prefix in (
+        keys.OP_PREFIX,
+        keys.ATTEMPT_PREFIX,
+        keys.PENDING_PREFIX,
+        keys.ASYNC_RESULT_PREFIX,
+    ):
+        ops += [
+            Delete(Key(partition, sort)) for sort, _ in rt.storage.scan(partition, prefix + slot)
+        ]
+    ops += [
+        Delete(Key(partition, sort))
+        for sort, _ in rt.storage.scan(partition, keys.ACTIVITY_STARTED_PREFIX + slot)
+    ]
+    return ops
+
+
+def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
+    """Children a closed parent must cancel: awaited ones not finished, and request-cancel ones."""
+    partition = keys.workflow_partition(workflow_id)
+    finished = {
+        sort[len(keys.CHILD_PREFIX) :] for sort, _ in rt.storage.scan(partition, keys.CHILD_PREFIX)
+    }
+    found: list[str] = []
+    for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX):
+        record = decode(value)
+        child_id, policy = record.get("child_id"), record.get("policy", "await")
+        if child_id is None or policy == "abandon":
+            continue
+        if policy == "await" and sort[len(keys.PENDING_PREFIX) :] in finished:
+            continue
+        found.append(child_id)
+    return found

@@ -1,0 +1,151 @@
+"""Talking to a running workflow from outside: updates, queries, async activity completions.
+
+Updates need the workflow's owner (they change its state), so they run in an exclusive drive
+on this engine and raise ``WorkflowClaimUnavailableError`` (retryable) when another engine
+holds it. Queries change nothing: they replay the stored history read-only, on any engine.
+Async completions are durable writes any engine may make; the owner picks them up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from weft_serverless.activity import decode_token
+from weft_serverless.codec import decode, encode
+from weft_serverless.errors import (
+    ActivityTokenNotFoundError,
+    InvalidArgumentError,
+    UnknownQueryError,
+    WorkflowClaimUnavailableError,
+    WorkflowNotFoundError,
+    WorkflowNotRunningError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
+
+from .commit import LostCommit, timer_value
+from .driver import DriveRequest, drive
+from .ownership import EngineDeposedError
+from .records import RUNNING, WorkflowState
+from .updates import IncomingUpdate
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+    from .runtime import Runtime
+
+MAX_UPDATE_ID_LENGTH = 128
+
+
+def send_update(
+    rt: Runtime,
+    dispatcher: Dispatcher,
+    workflow_id: str,
+    name: str,
+    payload: Any,
+    update_id: str | None,
+    timeout: float | None,
+) -> Any:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("update name must be a non-empty string")
+    if update_id is not None and (
+        not isinstance(update_id, str) or not update_id or len(update_id) > MAX_UPDATE_ID_LENGTH
+    ):
+        raise InvalidArgumentError(
+            f"update_id must be a non-empty string of at most {MAX_UPDATE_ID_LENGTH} characters"
+        )
+    encoded = rt.encode_payload(payload, f"payload of update {name!r}")
+    update = IncomingUpdate(update_id or uuid.uuid4().hex, name, encoded)
+    with dispatcher.exclusive(workflow_id, timeout):
+        for _ in range(3):
+            answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
+            if answered is not None:
+                return decode(decode(answered)["v"])
+            state = _state(rt, workflow_id)
+            if state.status != RUNNING:
+                raise WorkflowNotRunningError(workflow_id, state.status)
+            if rt.fence.prepare_wake(workflow_id, "update", explicit=True) != "drive":
+                raise WorkflowNotRunningError(workflow_id, state.status)
+            request = DriveRequest(update=update)
+            status: str | None = None
+            try:
+                status = drive(rt, workflow_id, dispatcher.enqueue, request)
+            except LostCommit:
+                continue
+            except EngineDeposedError:
+                rt.fence.deposed(workflow_id)
+                raise WorkflowClaimUnavailableError(workflow_id, "another engine") from None
+            finally:
+                rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
+            if update.applied:
+                return update.result
+            raise WorkflowNotRunningError(workflow_id, status or "gone")
+    raise WorkflowClaimUnavailableError(workflow_id, "a racing writer")
+
+
+def run_query(rt: Runtime, workflow_id: str, name: str, arg: Any) -> Any:
+    """Answer a query from the stored history, without running or writing anything."""
+    if not isinstance(name, str) or not name:
+        raise InvalidArgumentError("query name must be a non-empty string")
+    encoded_arg = encode(arg, "query argument")
+    request = DriveRequest(read_only=True)
+    status = drive(rt, workflow_id, lambda _: None, request)
+    if status is None:
+        raise WorkflowNotFoundError(workflow_id)
+    ctx = request.ctx
+    handler = None if ctx is None else ctx.query_handlers.get(name)
+    if handler is None:
+        known = ", ".join(sorted(ctx.query_handlers)) if ctx else ""
+        raise UnknownQueryError(
+            f"workflow {workflow_id!r} has no query handler {name!r} (handlers: {known or 'none'})"
+        )
+    return decode(encode(handler(decode(encoded_arg)), f"result of query {name!r}"))
+
+
+def complete_async(
+    rt: Runtime,
+    token: str,
+    *,
+    result: Any = None,
+    error: BaseException | str | None = None,
+    failed: bool = False,
+) -> str:
+    """Record an async activity's outcome (single use); returns the workflow id to wake."""
+    parsed = decode_token(token)
+    if parsed is None:
+        raise ActivityTokenNotFoundError("this is not an activity completion token")
+    workflow_id, slot, attempt = parsed
+    if failed:
+        error_type = type(error).__name__ if isinstance(error, BaseException) else "ActivityError"
+        record: dict[str, Any] = {"ok": False, "type": error_type, "message": str(error or "")}
+    else:
+        record = {"ok": True, "v": rt.encode_payload(result, "async activity result")}
+    pending_key = keys.pending_key(workflow_id, f"{slot}@{attempt}")
+    result_key = keys.async_result_key(workflow_id, slot, attempt)
+    for _ in range(3):
+        pending = rt.storage.get(pending_key)
+        if pending is None or rt.storage.get(result_key) is not None:
+            raise ActivityTokenNotFoundError(
+                "no activity is waiting on this token (unknown, or already completed)"
+            )
+        now = rt.now()
+        timer = keys.timer_key(now, workflow_id, f"a{slot}#{attempt}")
+        conditions = [
+            Condition(pending_key, pending),
+            Condition(result_key, None),
+            *rt.fence.external_conditions(),
+        ]
+        ops = [
+            Put(result_key, encode({**record, "at": now})),
+            Put(timer, timer_value(workflow_id, "async-activity")),
+        ]
+        if rt.storage.conditional_batch(conditions, ops):
+            return workflow_id
+    raise ActivityTokenNotFoundError("the token was used by a racing completion")
+
+
+def _state(rt: Runtime, workflow_id: str) -> WorkflowState:
+    data = rt.storage.get(keys.state_key(workflow_id))
+    if data is None:
+        raise WorkflowNotFoundError(workflow_id)
+    return WorkflowState.from_bytes(data)

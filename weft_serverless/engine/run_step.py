@@ -1,0 +1,149 @@
+"""The ``ctx.run`` step: attempts with retries on the engine clock, async completion, and
+reconciliation of idempotent activities after a crash.
+
+Attempt ``n`` of slot ``s`` leaves at most: a retry record (``att#s#n``, with its timer), an
+async-pending record (``pend#s@n``) answered by ``asyncres#s#n``, and for an idempotent
+activity one "started" record (``actrec#s``) written before the first attempt runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from weft_serverless.activity import ActivityContext, Verification
+from weft_serverless.codec import decode, encode
+from weft_serverless.commands import Run
+from weft_serverless.errors import (
+    ActivityReconciliationError,
+    CodecError,
+    PayloadTooLargeError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
+
+from .activities import AttemptResult, run_attempt
+from .commit import commit
+from .outcomes import Done, Outcome, RaiseAtYield, error_from_record
+from .records import error_record
+
+if TYPE_CHECKING:
+    from .steps import StepRunner
+
+
+def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
+    rt, workflow_id = runner.rt, runner.workflow_id
+    try:
+        encoded_input = rt.encode_payload(cmd.input, f"input of activity {cmd.activity!r}")
+    except (CodecError, PayloadTooLargeError) as exc:
+        raise RaiseAtYield(exc) from None
+    activity = rt.activity(runner.definition, cmd.activity)
+    attempts = runner.history.attempts.setdefault(slot, [])
+    while True:
+        if attempts and rt.now() < attempts[-1]["due"]:
+            return None
+        number = len(attempts) + 1
+        result = _async_outcome(runner, slot, number)
+        if result is None and f"{slot}@{number}" in runner.history.pending:
+            return None  # started asynchronously; waiting for complete/fail_activity
+        if result is None:
+            if cmd.idempotency_key is not None:
+                reconciled = _reconcile_or_mark_started(runner, cmd, slot, encoded_input)
+                if reconciled is not None:
+                    return reconciled
+            if rt.low_on_time(cmd.timeout):
+                runner.yield_to_next_invocation(slot, number)
+                return None
+            context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
+            result = run_attempt(rt, activity, cmd, encoded_input, context)
+            if context.async_token is not None:
+                _park_async(runner, slot, number)
+                return None
+        if result.ok:
+            value = decode(result.value) if result.value is not None else None
+            return runner.finish(slot, Outcome(value), {"v": result.value, "a": number})
+        if result.retryable and number < cmd.retry.max_attempts:
+            rt.metrics.activity_retries += 1
+            due = rt.now() + cmd.retry.backoff(number)
+            stored = runner.park(
+                keys.attempt_key(workflow_id, slot, number),
+                {"n": number, "type": result.error_type, "message": result.message},
+                due,
+                "retry",
+                f"r{slot}#{number}",
+            )
+            attempts.append(stored)
+            continue
+        err = error_record(
+            "activity", result.error_type, result.message, activity=cmd.activity, attempts=number
+        )
+        return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+
+
+def _async_outcome(runner: StepRunner, slot: str, number: int) -> AttemptResult | None:
+    record = runner.history.async_results.get(f"{slot}#{number:04d}")
+    if record is None:
+        return None
+    if record.get("ok"):
+        return AttemptResult(ok=True, value=record.get("v"))
+    return AttemptResult(
+        ok=False,
+        error_type=record.get("type", "Error"),
+        message=record.get("message", ""),
+        retryable=bool(record.get("retryable", True)),
+    )
+
+
+def _park_async(runner: StepRunner, slot: str, number: int) -> None:
+    key = keys.pending_key(runner.workflow_id, f"{slot}@{number}")
+    record = {"async": number, "at": runner.rt.now()}
+    commit(runner.rt, runner.workflow_id, [Condition(key, None)], [Put(key, encode(record))])
+    runner.history.pending[f"{slot}@{number}"] = record
+
+
+def _reconcile_or_mark_started(
+    runner: StepRunner, cmd: Run, slot: str, encoded_input: bytes
+) -> Done | None:
+    """Before an idempotent activity runs: reconcile a crashed earlier start, or record one."""
+    assert cmd.idempotency_key is not None
+    rt, workflow_id = runner.rt, runner.workflow_id
+    if slot not in runner.history.started:
+        key = keys.activity_started_key(workflow_id, slot)
+        record = {"key": cmd.idempotency_key, "at": rt.now()}
+        commit(rt, workflow_id, [Condition(key, None)], [Put(key, encode(record))])
+        runner.history.started[slot] = record
+        return None
+    verify = rt.activity(runner.definition, cmd.activity).verify
+    if verify is None:
+        raise ActivityReconciliationError(
+            f"activity {cmd.activity!r} (idempotency key {cmd.idempotency_key!r}) may have run "
+            "before a crash and has no verify(); failing closed rather than running it twice. "
+            "Declare it with activity(fn, verify=...)"
+        )
+    try:
+        verdict = verify(decode(encoded_input), cmd.idempotency_key)
+    except Exception as exc:
+        verdict = Verification.indeterminate()
+        rt.metrics.incr("verify_errors")
+        runner.log_warning(f"verify of {cmd.activity!r} raised {exc!r}; treated as indeterminate")
+    if not isinstance(verdict, Verification) or verdict.kind == "indeterminate":
+        raise ActivityReconciliationError(
+            f"activity {cmd.activity!r} (idempotency key {cmd.idempotency_key!r}): verify() "
+            "could not tell whether it ran before the crash; failing closed"
+        )
+    rt.metrics.incr(f"reconciled.{verdict.kind}")
+    if verdict.kind == "not-completed":
+        return None
+    if verdict.kind == "completed":
+        try:
+            data = rt.encode_payload(verdict.result, f"verified result of {cmd.activity!r}")
+        except (CodecError, PayloadTooLargeError) as exc:
+            raise ActivityReconciliationError(str(exc)) from None
+        return runner.finish(slot, Outcome(decode(data)), {"v": data, "reconciled": True})
+    err = error_record(
+        "activity",
+        "ActivityResultUnavailable",
+        f"activity {cmd.activity!r} completed before a crash but its result is unavailable",
+        activity=cmd.activity,
+        attempts=1,
+    )
+    return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})

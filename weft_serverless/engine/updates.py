@@ -1,0 +1,110 @@
+"""Updates: validated, durable changes to a parked workflow's state, with a result.
+
+An update is applied where the workflow is parked (top-level step ``n``): the handler runs,
+and its record (name, payload) and response land in one commit. Replay re-applies recorded
+updates at step ``n`` before answering that step, so the state they built comes back. A
+rejected or failing update stores nothing, and the drive that tried it is abandoned so no
+half-changed in-memory state survives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.context import WorkflowContext
+from weft_serverless.errors import (
+    CodecError,
+    NondeterminismError,
+    PayloadTooLargeError,
+    UnknownUpdateError,
+    UpdateFailedError,
+    UpdateValidationError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
+
+from .commit import commit
+from .records import History
+from .runtime import Runtime
+
+
+@dataclass(slots=True)
+class IncomingUpdate:
+    update_id: str
+    name: str
+    payload: bytes
+    applied: bool = False
+    result: Any = None
+
+
+def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
+    """Re-apply the updates recorded while the workflow was parked at ``slot``."""
+    for record in history.updates_applied.get(slot, ()):
+        entry = ctx.update_handlers.get(record["name"])
+        if entry is None:
+            raise NondeterminismError(
+                slot.lstrip("0") or "0", f"update:{record['name']}", "no such update handler"
+            )
+        entry[0](decode(record["payload"]))
+
+
+def apply_incoming(
+    rt: Runtime, ctx: WorkflowContext, history: History, slot: str, update: IncomingUpdate
+) -> None:
+    """Validate, run and commit one update at the park point ``slot``."""
+    entry = ctx.update_handlers.get(update.name)
+    if entry is None:
+        known = ", ".join(sorted(ctx.update_handlers)) or "none"
+        raise UnknownUpdateError(
+            f"workflow {ctx.workflow_id!r} has no update handler {update.name!r} where it is "
+            f"parked (handlers: {known})"
+        )
+    handler, validator = entry
+    payload = decode(update.payload)
+    if validator is not None:
+        _validate(validator, payload)
+    try:
+        result = handler(payload)
+    except Exception as exc:
+        raise UpdateFailedError(update.name, type(exc).__name__, str(exc)) from None
+    try:
+        encoded = rt.encode_payload(result, f"result of update {update.name!r}")
+    except (CodecError, PayloadTooLargeError) as exc:
+        raise UpdateFailedError(update.name, exc.code, str(exc)) from None
+    applied = history.updates_applied.setdefault(slot, [])
+    now = rt.now()
+    applied_key = keys.update_applied_key(ctx.workflow_id, slot, len(applied))
+    response_key = keys.update_response_key(ctx.workflow_id, update.update_id)
+    record = {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
+    commit(
+        rt,
+        ctx.workflow_id,
+        [Condition(applied_key, None), Condition(response_key, None)],
+        [
+            Put(applied_key, encode(record)),
+            Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
+        ],
+    )
+    applied.append(record)
+    update.applied, update.result = True, decode(encoded)
+
+
+def _validate(validator: Any, payload: Any) -> None:
+    try:
+        verdict = validator(payload)
+    except UpdateValidationError:
+        raise
+    except Exception as exc:
+        raise UpdateValidationError([{"message": str(exc), "path": None}]) from None
+    if verdict is False:
+        raise UpdateValidationError([{"message": "rejected by validator", "path": None}])
+    if isinstance(verdict, list) and verdict:
+        raise UpdateValidationError([_issue(item) for item in verdict])
+
+
+def _issue(item: Any) -> dict[str, object]:
+    if isinstance(item, dict):
+        return {"message": str(item.get("message", item)), "path": item.get("path")}
+    return {"message": str(item), "path": None}

@@ -1,0 +1,78 @@
+"""Sagas: durable compensation of completed steps, in reverse order, when a workflow fails.
+
+Compensations are ordinary durable steps, so a crash in the middle of compensating resumes
+compensating: replay answers the compensations already done and runs the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from weft_serverless.commands import Command, RetryPolicy
+
+if TYPE_CHECKING:
+    from weft_serverless.context import WorkflowContext
+
+_RESULT = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Compensation:
+    activity: str | Callable[..., Any]
+    input: Any
+
+
+class Saga:
+    """Collects compensations as steps complete; ``compensate()`` runs them newest first."""
+
+    def __init__(self, ctx: WorkflowContext) -> None:
+        self._ctx = ctx
+        self._compensations: list[Compensation] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._compensations)
+
+    def add_compensation(self, activity: str | Callable[..., Any], input: Any = None) -> None:
+        """Register an undo step for something already done."""
+        self._ctx.run(activity, input)  # validates the name now, at the call site
+        self._compensations.append(Compensation(activity, input))
+
+    def run(
+        self,
+        activity: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        compensate: str | Callable[..., Any],
+        compensate_input: Any = _RESULT,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Generator[Command[Any], Any, Any]:
+        """Run an activity; once it succeeded, register ``compensate``.
+
+        The compensation receives ``compensate_input``, or by default the step's result.
+        Use it as ``result = yield from saga.run(...)``.
+        """
+        self._ctx.run(compensate, None)  # unknown compensation fails before the step runs
+        result = yield self._ctx.run(activity, input, retry=retry, timeout=timeout)
+        undo_input = result if compensate_input is _RESULT else compensate_input
+        self._compensations.append(Compensation(compensate, undo_input))
+        return result
+
+    def compensate(self) -> Generator[Command[Any], Any, None]:
+        """Run every registered compensation, newest first, each a durable step."""
+        while self._compensations:
+            step = self._compensations.pop()
+            yield self._ctx.run(step.activity, step.input)
+
+    def execute(
+        self, body: Callable[[Saga], Generator[Command[Any], Any, Any]]
+    ) -> Generator[Command[Any], Any, Any]:
+        """Run ``body(saga)``; if it raises, compensate, then raise the original error."""
+        try:
+            return (yield from body(self))
+        except Exception:
+            yield from self.compensate()
+            raise
