@@ -6,7 +6,6 @@ thread and its eventual result ignored, which is why activities must be idempote
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +66,8 @@ def _call(
     set_current(context)
     try:
         if activity.is_async:
+            import asyncio  # only async activities pay for it
+
             return asyncio.run(_with_timeout(activity, args, timeout))
         return activity.fn(*args)
     finally:
@@ -78,6 +79,8 @@ async def _with_timeout(
 ) -> Any:
     if timeout is None:
         return await activity.fn(*args)
+    import asyncio
+
     try:
         return await asyncio.wait_for(activity.fn(*args), timeout)
     except TimeoutError:

@@ -141,6 +141,7 @@ class _Run:
             except NondeterminismError as exc:
                 return self._fail(exc)
             if done is None:
+                _close_parked(self.gen, self.ctx.workflow_id)
                 return RUNNING
             self.runner.commit_done(cmd, slot, done)
             outcome = done.outcome
@@ -184,12 +185,15 @@ class _Run:
         except (CodecError, PayloadTooLargeError) as exc:
             return self._fail(exc)
         lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
+        _wake_parent(self.history, self.runner.enqueue)
         return COMPLETED
 
     def _fail(self, exc: BaseException) -> str:
         if self.request.read_only:
             return self.history.state.status
-        return _fail(self.rt, self.history, exc)
+        status = _fail(self.rt, self.history, exc)
+        _wake_parent(self.history, self.runner.enqueue)
+        return status
 
 
 def _not_a_command(value: Any) -> InvalidArgumentError:
@@ -209,3 +213,22 @@ def _fail(rt: Runtime, history: History, exc: BaseException) -> str:
     lifecycle.finish(rt, history, FAILED, None, error)
     logger.info("workflow %s failed: %s: %s", history.state.id, type(exc).__name__, exc)
     return FAILED
+
+
+def _wake_parent(history: History, enqueue: Callable[[str], None]) -> None:
+    parent = history.state.parent
+    if parent and parent.get("await", True):
+        enqueue(parent["id"])
+
+
+def _close_parked(gen: Any, workflow_id: str) -> None:
+    """Close a parked generator now rather than at garbage collection, so its ``finally``
+    blocks run at a known point; a ``yield`` inside one is reported, not swallowed."""
+    try:
+        gen.close()
+    except RuntimeError:
+        logger.warning(
+            "workflow %s yields inside a finally block or catches GeneratorExit; a parked "
+            "workflow is closed between wake-ups, so put cleanup in activities or sagas",
+            workflow_id,
+        )

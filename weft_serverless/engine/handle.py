@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import WeftError, WorkflowCancelledError, WorkflowFailedError
+from weft_serverless.errors import (
+    WeftError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowTimedOutError,
+)
 
 from .records import CANCELLED, COMPLETED, FAILED, TERMINAL, TIMED_OUT, WorkflowState
 

@@ -64,7 +64,7 @@ class StepRunner:
     def check_signature(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> None:
         stored, current = record.get("sig", ""), cmd.signature()
         if stored != current:
-            raise NondeterminismError(slot.lstrip("0") or "0", stored, current)
+            raise NondeterminismError(keys.describe_slot(slot), stored, current)
 
     def replay(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> Outcome:
         """The outcome a recorded step gives back, without re-running anything."""

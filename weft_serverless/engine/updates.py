@@ -45,7 +45,7 @@ def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
         entry = ctx.update_handlers.get(record["name"])
         if entry is None:
             raise NondeterminismError(
-                slot.lstrip("0") or "0", f"update:{record['name']}", "no such update handler"
+                keys.describe_slot(slot), f"update:{record['name']}", "no such update handler"
             )
         entry[0](decode(record["payload"]))
 

@@ -80,6 +80,15 @@ def branch_slot(parent: str, index: int) -> str:
     return f"{parent}.{index:03d}"
 
 
+def describe_slot(slot: str) -> str:
+    """A slot for people: ``00000003.001`` -> ``4 (branch 2)`` (both counted from 1)."""
+    top, *branches = slot.split(".")
+    text = str(int(top) + 1)
+    for branch in branches:
+        text += f" (branch {int(branch) + 1})"
+    return text
+
+
 def op_key(workflow_id: str, slot: str) -> Key:
     return Key(workflow_partition(workflow_id), OP_PREFIX + slot)
 
