@@ -10,7 +10,6 @@ import os
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
-
 from weft_serverless_infra import WeftServerless
 
 SETTINGS = {

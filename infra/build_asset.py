@@ -76,8 +76,10 @@ def build(
     top = workflows_module.split(".")[0]
     for package in dict.fromkeys((*RUNTIME_PACKAGES, top)):
         _copy(root, out, package)
-    run(pip_command(out, runtime_requirements(root / "pyproject.toml"), requirement_files),
-        check=True)
+    run(
+        pip_command(out, runtime_requirements(root / "pyproject.toml"), requirement_files),
+        check=True,
+    )
     return out
 
 

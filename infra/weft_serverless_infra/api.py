@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Names, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -47,6 +47,7 @@ class WeftApi(Construct):
         self.rest_api = apigw.RestApi(
             self,
             "Api",
+            rest_api_name=Names.unique_resource_name(self, max_length=64, separator="-"),
             description="weft-serverless workflow API; every method requires IAM (SigV4) auth",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             cloud_watch_role=cloudwatch_role,

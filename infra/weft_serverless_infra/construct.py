@@ -22,7 +22,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from weft_serverless_infra import names
+from weft_serverless_infra import _nag, names
 from weft_serverless_infra.alarms import AlarmThresholds, WeftAlarms
 from weft_serverless_infra.api import WeftApi
 from weft_serverless_infra.functions import WeftFunction
@@ -52,9 +52,21 @@ class WeftServerless(Construct):
         alarm_thresholds: Counts at which each alarm fires.
         alarm_topic: If given, every alarm notifies it.
         offload_bucket: If given, large values may be offloaded there (``WEFT_OFFLOAD_BUCKET``).
+        offload_prefix: Object key prefix the functions may read and write in that bucket;
+            must match the storage adapter's ``offload_prefix``.
         web_acl_arn: If given, the WAFv2 web ACL is associated with the API stage.
         api_cloudwatch_role: Create API Gateway's account-wide CloudWatch role; pass False
             when the account already has one.
+
+    Attributes:
+        table: The engine's DynamoDB table.
+        api_handler: API function with its role and log group.
+        maintenance_handler: Maintenance function with its role and log group.
+        dead_letter_queue: Receives failed asynchronous invocations and schedule deliveries.
+        schedule: EventBridge rule that runs maintenance.
+        rest_api: The REST API; ``grant_invoke`` lets a principal call it.
+        access_logs: Log group of the API's access log.
+        alarms: CloudWatch alarms by id.
     """
 
     def __init__(
@@ -79,6 +91,7 @@ class WeftServerless(Construct):
         alarm_thresholds: AlarmThresholds | None = None,
         alarm_topic: sns.ITopic | None = None,
         offload_bucket: s3.IBucket | None = None,
+        offload_prefix: str = names.OFFLOAD_PREFIX,
         web_acl_arn: str | None = None,
         api_cloudwatch_role: bool = True,
     ) -> None:
@@ -121,7 +134,7 @@ class WeftServerless(Construct):
         if offload_bucket is not None:
             environment[names.OFFLOAD_BUCKET_ENV] = offload_bucket.bucket_name
         code = lambda_.Code.from_asset(code_path)
-        api_fn = WeftFunction(
+        self.api_handler = api_fn = WeftFunction(
             self,
             "ApiHandler",
             code=code,
@@ -134,7 +147,7 @@ class WeftServerless(Construct):
             log_retention=log_retention,
             removal_policy=removal_policy,
         )
-        maintenance_fn = WeftFunction(
+        self.maintenance_handler = maintenance_fn = WeftFunction(
             self,
             "MaintenanceHandler",
             code=code,
@@ -153,9 +166,7 @@ class WeftServerless(Construct):
         for fn in (api_fn, maintenance_fn):
             fn.grant_table(self.table)
             if offload_bucket is not None:
-                fn.grant_offload(offload_bucket)
-        self.api_function = api_fn.function
-        self.maintenance_function = maintenance_fn.function
+                fn.grant_offload(offload_bucket, offload_prefix)
 
         self.schedule = events.Rule(
             self,
@@ -164,7 +175,7 @@ class WeftServerless(Construct):
             schedule=events.Schedule.rate(rate),
             targets=[
                 targets.LambdaFunction(
-                    self.maintenance_function,
+                    maintenance_fn.function,
                     dead_letter_queue=self.dead_letter_queue,
                     retry_attempts=2,
                     max_event_age=_event_age(rate),
@@ -174,7 +185,7 @@ class WeftServerless(Construct):
         api = WeftApi(
             self,
             "Http",
-            handler=self.api_function,
+            handler=api_fn.function,
             stage_name=stage_name,
             log_retention=log_retention,
             removal_policy=removal_policy,
@@ -182,12 +193,13 @@ class WeftServerless(Construct):
             web_acl_arn=web_acl_arn,
         )
         self.rest_api = api.rest_api
+        self.access_logs = api.access_logs
         self.alarms = WeftAlarms(
             self,
             "Alarms",
             thresholds=alarm_thresholds or AlarmThresholds(),
-            api_function=self.api_function,
-            maintenance_function=self.maintenance_function,
+            api_function=api_fn.function,
+            maintenance_function=maintenance_fn.function,
             maintenance_rate=rate,
             rest_api=self.rest_api,
             dead_letter_queue=self.dead_letter_queue,
@@ -203,12 +215,24 @@ class WeftServerless(Construct):
         )
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` call every route of the API (``execute-api:Invoke``)."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["execute-api:Invoke"],
-            resource_arns=[self.rest_api.arn_for_execute_api()],
+        """Let ``grantee`` call every route of the deployed stage (``execute-api:Invoke``).
+
+        The ARN ends in ``/*/*`` (any method, any path), so when ``grantee`` is a construct
+        the matching cdk-nag finding is acknowledged on it.
+        """
+        stage = self.rest_api.deployment_stage.stage_name
+        resource = self.rest_api.arn_for_execute_api(method="*", path="/*", stage=stage)
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["execute-api:Invoke"], resource_arns=[resource]
         )
+        if isinstance(grantee, Construct):
+            _nag.acknowledge(
+                grantee,
+                _nag.wildcard_resource_rule(self, resource),
+                "The caller may use every route of this one API stage; which workflows it may "
+                "touch is the API's concern, not IAM's.",
+            )
+        return grant
 
 
 def _event_age(rate: Duration) -> Duration:

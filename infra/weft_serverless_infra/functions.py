@@ -30,13 +30,16 @@ TABLE_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:PutItem",
     "dynamodb:Query",
-    "dynamodb:TransactWriteItems",
 )
-"""What the DynamoDB storage adapter calls: point reads and writes, Query for scans,
-TransactWriteItems with ConditionCheck for conditional batches, BatchWriteItem for purge."""
+"""What the DynamoDB storage adapter calls: GetItem, PutItem, DeleteItem, Query, and
+BatchWriteItem for bulk purges. IAM has no TransactWriteItems or TransactGetItems action:
+a transaction is authorised item by item as PutItem, DeleteItem, ConditionCheckItem or
+GetItem, which is why ConditionCheckItem is here and no Transact* action is."""
 
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
-OFFLOAD_ACTIONS = ("s3:DeleteObject", "s3:GetObject", "s3:PutObject")
+OFFLOAD_ACTIONS = ("s3:GetObject", "s3:PutObject")
+"""The adapter uploads and reads offloaded values; it never deletes them (objects are shared
+by identical values, so a bucket lifecycle rule expires them)."""
 
 
 class WeftFunction(Construct):
@@ -77,9 +80,7 @@ class WeftFunction(Construct):
             description=f"Execution role of {description}",
         )
         self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=list(LOG_ACTIONS), resources=[self.log_group.log_group_arn]
-            )
+            iam.PolicyStatement(actions=list(LOG_ACTIONS), resources=[self.log_group.log_group_arn])
         )
         self.function = lambda_.Function(
             self,
@@ -106,19 +107,19 @@ class WeftFunction(Construct):
             iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
         )
 
-    def grant_offload(self, bucket: s3.IBucket) -> None:
-        """Allow reading, writing and deleting offloaded values in ``bucket``.
+    def grant_offload(self, bucket: s3.IBucket, prefix: str) -> None:
+        """Allow reading and writing offloaded values under ``prefix`` in ``bucket``.
 
         Object keys are content digests chosen at run time, so the resource must end in
-        ``/*``; the matching cdk-nag finding is acknowledged here with that reason.
+        ``*``; the matching cdk-nag finding is acknowledged here with that reason.
         """
-        objects = bucket.arn_for_objects("*")
+        objects = bucket.arn_for_objects(f"{prefix}*")
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(OFFLOAD_ACTIONS), resources=[objects])
         )
         _nag.acknowledge(
             self.role,
             _nag.wildcard_resource_rule(self, objects),
-            "Offloaded values are stored under content-digest keys chosen at run time, so "
-            "the grant covers the objects of this one bucket and no other resource.",
+            "Offloaded values are objects named by their content digest at run time, so the "
+            "grant covers one key prefix of one bucket and nothing else.",
         )

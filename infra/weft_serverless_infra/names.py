@@ -17,6 +17,8 @@ TTL_ATTRIBUTE = "ttl"
 
 TABLE_NAME_ENV = "WEFT_TABLE_NAME"
 OFFLOAD_BUCKET_ENV = "WEFT_OFFLOAD_BUCKET"
+OFFLOAD_PREFIX = "weft-values/"
+"""Key prefix of offloaded values (``DynamoDBStorage``'s default); the S3 grant covers it."""
 WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
 OWNERSHIP_ENV = "WEFT_OWNERSHIP"
 OWNERSHIP = "workflow-lease"

@@ -1,0 +1,436 @@
+"""Table, functions, IAM, schedule and dead-letter queue, resource by resource.
+
+``synthesis.default`` is ``infra/app.py`` as shipped; ``synthesis.custom`` sets every
+optional knob of ``WeftServerless`` away from its default. Both are synthesised once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from weft_serverless.storage.dynamodb_schema import (
+    OFFLOAD_BUCKET_ENV,
+    TABLE_NAME_ENV,
+    TTL_ATTRIBUTE,
+    table_spec,
+)
+
+if TYPE_CHECKING:
+    from conftest import Synth, Synthesis
+
+with contextlib.suppress(ImportError):  # then the `synthesis` fixture fails every test
+    from aws_cdk.assertions import Match
+
+OFFLOAD_BUCKET = "weft-offload-test"
+
+TABLE_ACTIONS = [
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+]  # TransactWriteItems is no IAM action: transactions are authorised per item
+LAMBDA_TRUST = {
+    "Statement": [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+        }
+    ],
+    "Version": "2012-10-17",
+}
+
+
+def ref(logical_id: str) -> dict[str, Any]:
+    return {"Ref": logical_id}
+
+
+def arn(logical_id: str, attribute: str = "Arn") -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, attribute]}
+
+
+def offload_objects() -> dict[str, Any]:
+    objects = f":s3:::{OFFLOAD_BUCKET}/weft-values/*"
+    return {"Fn::Join": ["", ["arn:", ref("AWS::Partition"), objects]]}
+
+
+def both(synthesis: Synthesis) -> list[Synth]:
+    return [synthesis.default, synthesis.custom]
+
+
+# --- table ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("variant", "protected"), [("default", True), ("custom", False)])
+def test_table_is_the_runtime_schema(synthesis: Synthesis, variant: str, protected: bool) -> None:
+    synth: Synth = getattr(synthesis, variant)
+    spec = table_spec("unused")
+    del spec["TableName"]  # CloudFormation names the table; the functions get it by env var
+    synth.template.resource_count_is("AWS::DynamoDB::GlobalTable", 1)
+    synth.template.has_resource(
+        "AWS::DynamoDB::GlobalTable",
+        {
+            "Properties": Match.object_equals(
+                {
+                    "AttributeDefinitions": spec["AttributeDefinitions"],
+                    "KeySchema": spec["KeySchema"],
+                    "BillingMode": spec["BillingMode"],
+                    "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
+                    "Replicas": [
+                        {
+                            "DeletionProtectionEnabled": protected,
+                            "PointInTimeRecoverySpecification": {
+                                "PointInTimeRecoveryEnabled": True
+                            },
+                            "Region": ref("AWS::Region"),
+                        }
+                    ],
+                }
+            ),
+            "DeletionPolicy": "Retain" if protected else "Delete",
+            "UpdateReplacePolicy": "Retain" if protected else "Delete",
+        },
+    )
+    assert set(spec) == {"AttributeDefinitions", "KeySchema", "BillingMode"}
+
+
+# --- functions -----------------------------------------------------------------------
+
+
+def _environment(synth: Synth, module: str, service: str, namespace: str) -> dict[str, Any]:
+    return {
+        TABLE_NAME_ENV: ref(synth.id(synth.weft.table)),
+        "WEFT_WORKFLOWS_MODULE": module,
+        "WEFT_OWNERSHIP": "workflow-lease",
+        "POWERTOOLS_SERVICE_NAME": service,
+        "POWERTOOLS_METRICS_NAMESPACE": namespace,
+    }
+
+
+def _function(
+    synth: Synth,
+    handler: Any,
+    *,
+    path: str,
+    description: str,
+    environment: dict[str, Any],
+    memory: int,
+    timeout: int,
+    reserved: int | None,
+) -> None:
+    expected: dict[str, Any] = {
+        "Architectures": ["arm64"],
+        "Code": {"S3Bucket": Match.any_value(), "S3Key": Match.string_like_regexp(r"\.zip$")},
+        "DeadLetterConfig": {"TargetArn": arn(synth.id(synth.weft.dead_letter_queue))},
+        "Description": description,
+        "Environment": {"Variables": environment},
+        "Handler": path,
+        "LoggingConfig": {"LogGroup": ref(synth.id(handler.log_group))},
+        "MemorySize": memory,
+        "Role": arn(synth.id(handler.role)),
+        "Runtime": "python3.14",
+        "Timeout": timeout,
+    }
+    if reserved is not None:
+        expected["ReservedConcurrentExecutions"] = reserved
+    synth.template.has_resource_properties("AWS::Lambda::Function", Match.object_equals(expected))
+
+
+def test_default_functions(synthesis: Synthesis) -> None:
+    synth = synthesis.default
+    env = _environment(synth, "examples.order", "weft", "Weft")
+    synth.template.resource_count_is("AWS::Lambda::Function", 2)
+    _function(
+        synth,
+        synth.weft.api_handler,
+        path="handlers.api.handler",
+        description="weft-serverless API handler",
+        environment=env,
+        memory=512,
+        timeout=29,
+        reserved=None,
+    )
+    _function(
+        synth,
+        synth.weft.maintenance_handler,
+        path="handlers.maintenance.handler",
+        description="weft-serverless maintenance (timers, claims, retention)",
+        environment=env,
+        memory=256,
+        timeout=55,
+        reserved=1,
+    )
+
+
+def test_custom_functions(synthesis: Synthesis) -> None:
+    synth = synthesis.custom
+    env = _environment(synth, "shop.flows", "shop", "Shop") | {OFFLOAD_BUCKET_ENV: OFFLOAD_BUCKET}
+    _function(
+        synth,
+        synth.weft.api_handler,
+        path="handlers.api.handler",
+        description="weft-serverless API handler",
+        environment=env,
+        memory=1024,
+        timeout=10,
+        reserved=None,
+    )
+    _function(
+        synth,
+        synth.weft.maintenance_handler,
+        path="handlers.maintenance.handler",
+        description="weft-serverless maintenance (timers, claims, retention)",
+        environment=env,
+        memory=1024,
+        timeout=540,
+        reserved=None,
+    )
+
+
+@pytest.mark.parametrize(("variant", "age"), [("default", 60), ("custom", 600)])
+def test_maintenance_async_invocations_are_not_retried(
+    synthesis: Synthesis, variant: str, age: int
+) -> None:
+    synth: Synth = getattr(synthesis, variant)
+    synth.template.resource_count_is("AWS::Lambda::EventInvokeConfig", 1)
+    synth.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        Match.object_equals(
+            {
+                "FunctionName": ref(synth.id(synth.weft.maintenance_handler.function)),
+                "MaximumEventAgeInSeconds": age,
+                "MaximumRetryAttempts": 0,
+                "Qualifier": "$LATEST",
+            }
+        ),
+    )
+
+
+@pytest.mark.parametrize(("variant", "days"), [("default", 30), ("custom", 7)])
+def test_log_groups_have_bounded_retention(synthesis: Synthesis, variant: str, days: int) -> None:
+    synth: Synth = getattr(synthesis, variant)
+    groups = synth.of_type("AWS::Logs::LogGroup")
+    weft = synth.weft
+    expected = {weft.api_handler.log_group, weft.maintenance_handler.log_group, weft.access_logs}
+    assert set(groups) == {synth.id(g) for g in expected}
+    policy = "Retain" if variant == "default" else "Delete"
+    for group in groups.values():
+        assert group["Properties"] == {"RetentionInDays": days}
+        assert group["DeletionPolicy"] == group["UpdateReplacePolicy"] == policy
+
+
+# --- IAM -----------------------------------------------------------------------------
+
+
+def _expected_statements(synth: Synth, handler: Any, *, offload: bool) -> list[dict[str, Any]]:
+    statements = [
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": arn(synth.id(handler.log_group)),
+        },
+        {
+            "Action": "sqs:SendMessage",
+            "Effect": "Allow",
+            "Resource": arn(synth.id(synth.weft.dead_letter_queue)),
+        },
+        {"Action": TABLE_ACTIONS, "Effect": "Allow", "Resource": arn(synth.id(synth.weft.table))},
+    ]
+    if offload:
+        statements.append(
+            {
+                "Action": ["s3:GetObject", "s3:PutObject"],
+                "Effect": "Allow",
+                "Resource": offload_objects(),
+            }
+        )
+    return statements
+
+
+@pytest.mark.parametrize("variant", ["default", "custom"])
+@pytest.mark.parametrize("handler_name", ["api_handler", "maintenance_handler"])
+def test_function_roles_hold_exactly_their_statements(
+    synthesis: Synthesis, variant: str, handler_name: str
+) -> None:
+    synth: Synth = getattr(synthesis, variant)
+    handler = getattr(synth.weft, handler_name)
+    role_id = synth.id(handler.role)
+    assert synth.props(handler.role) == {
+        "AssumeRolePolicyDocument": LAMBDA_TRUST,
+        "Description": "Execution role of " + synth.props(handler.function)["Description"],
+    }
+    attached = [
+        policy["Properties"]
+        for policy in synth.of_type("AWS::IAM::Policy").values()
+        if ref(role_id) in policy["Properties"]["Roles"]
+    ]
+    assert len(attached) == 1
+    assert attached[0]["Roles"] == [ref(role_id)]
+    assert attached[0]["PolicyDocument"] == {
+        "Statement": _expected_statements(synth, handler, offload=variant == "custom"),
+        "Version": "2012-10-17",
+    }
+
+
+def test_no_grant_uses_a_bare_wildcard(synthesis: Synthesis) -> None:
+    for synth in both(synthesis):
+        for policy in synth.of_type("AWS::IAM::Policy").values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                actions = statement["Action"]
+                resources = statement["Resource"]
+                for action in actions if isinstance(actions, list) else [actions]:
+                    assert "*" not in action
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    assert resource != "*"
+
+
+def test_only_the_api_gateway_account_role_uses_a_managed_policy(synthesis: Synthesis) -> None:
+    default = synthesis.default
+    account_role = default.weft.rest_api.node.find_child("CloudWatchRole")
+    managed = {
+        role_id: role["Properties"]["ManagedPolicyArns"]
+        for synth in both(synthesis)
+        for role_id, role in synth.of_type("AWS::IAM::Role").items()
+        if "ManagedPolicyArns" in role["Properties"]
+    }
+    partition = ref("AWS::Partition")
+    policy = ":iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"
+    assert managed == {default.id(account_role): [{"Fn::Join": ["", ["arn:", partition, policy]]}]}
+    default.template.has_resource_properties(
+        "AWS::ApiGateway::Account",
+        Match.object_equals({"CloudWatchRoleArn": arn(default.id(account_role))}),
+    )
+    synthesis.custom.template.resource_count_is("AWS::ApiGateway::Account", 0)
+
+
+def test_grant_invoke_allows_execute_api_on_the_stage(synthesis: Synthesis) -> None:
+    synth = synthesis.custom
+    caller = synth.extras["caller"]
+    stage = synth.weft.rest_api.deployment_stage
+    resource = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                ref("AWS::Partition"),
+                ":execute-api:",
+                ref("AWS::Region"),
+                ":",
+                ref("AWS::AccountId"),
+                ":",
+                ref(synth.id(synth.weft.rest_api)),
+                "/",
+                ref(synth.id(stage)),
+                "/*/*",
+            ],
+        ]
+    }
+    synth.template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [ref(synth.id(caller))],
+            "PolicyDocument": {
+                "Statement": [
+                    {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": resource}
+                ],
+                "Version": "2012-10-17",
+            },
+        },
+    )
+
+
+# --- schedule and dead letters -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "expression", "age"),
+    [("default", "rate(1 minute)", 60), ("custom", "rate(10 minutes)", 600)],
+)
+def test_schedule_runs_maintenance(
+    synthesis: Synthesis, variant: str, expression: str, age: int
+) -> None:
+    synth: Synth = getattr(synthesis, variant)
+    maintenance = synth.id(synth.weft.maintenance_handler.function)
+    synth.template.resource_count_is("AWS::Events::Rule", 1)
+    synth.template.has_resource_properties(
+        "AWS::Events::Rule",
+        Match.object_equals(
+            {
+                "Description": "Runs weft-serverless maintenance",
+                "ScheduleExpression": expression,
+                "State": "ENABLED",
+                "Targets": [
+                    {
+                        "Arn": arn(maintenance),
+                        "DeadLetterConfig": {"Arn": arn(synth.id(synth.weft.dead_letter_queue))},
+                        "Id": "Target0",
+                        "RetryPolicy": {
+                            "MaximumEventAgeInSeconds": age,
+                            "MaximumRetryAttempts": 2,
+                        },
+                    }
+                ],
+            }
+        ),
+    )
+    synth.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        Match.object_equals(
+            {
+                "Action": "lambda:InvokeFunction",
+                "FunctionName": arn(maintenance),
+                "Principal": "events.amazonaws.com",
+                "SourceArn": arn(synth.id(synth.weft.schedule)),
+            }
+        ),
+    )
+
+
+def test_dead_letter_queue_is_encrypted_and_ssl_only(synthesis: Synthesis) -> None:
+    synth = synthesis.default
+    queue = synth.id(synth.weft.dead_letter_queue)
+    synth.template.resource_count_is("AWS::SQS::Queue", 1)
+    synth.template.has_resource(
+        "AWS::SQS::Queue",
+        {
+            "Properties": Match.object_equals(
+                {"MessageRetentionPeriod": 14 * 24 * 3600, "SqsManagedSseEnabled": True}
+            ),
+            "DeletionPolicy": "Retain",
+        },
+    )
+    synth.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        Match.object_equals(
+            {
+                "PolicyDocument": {
+                    "Statement": [
+                        {
+                            "Action": "sqs:*",
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            "Effect": "Deny",
+                            "Principal": {"AWS": "*"},
+                            "Resource": arn(queue),
+                        },
+                        {
+                            "Action": "sqs:SendMessage",
+                            "Condition": {
+                                "ArnEquals": {"aws:SourceArn": arn(synth.id(synth.weft.schedule))}
+                            },
+                            "Effect": "Allow",
+                            "Principal": {"Service": "events.amazonaws.com"},
+                            "Resource": arn(queue),
+                            "Sid": Match.any_value(),
+                        },
+                    ],
+                    "Version": "2012-10-17",
+                },
+                "Queues": [ref(queue)],
+            }
+        ),
+    )
