@@ -8,6 +8,7 @@ history or to carry it out. Each works as ``x = yield cmd`` and as ``x = yield f
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -194,6 +195,6 @@ def parse_duration(value: float | int | str | _dt.timedelta, what: str = "durati
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     else:
         raise InvalidArgumentError(f"{what} must be seconds, a timedelta or a string like '5m'")
-    if seconds < 0 or seconds != seconds:
-        raise InvalidArgumentError(f"{what} must be >= 0 seconds, got {value!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(f"{what} must be a finite number >= 0 seconds, got {value!r}")
     return seconds

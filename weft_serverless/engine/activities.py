@@ -16,6 +16,7 @@ from weft_serverless.commands import Run
 from weft_serverless.errors import ActivityTimeoutError, CodecError, PayloadTooLargeError
 from weft_serverless.workflow import ActivityDefinition
 
+from .records import cut_message
 from .runtime import Runtime
 
 
@@ -45,7 +46,7 @@ def run_attempt(
         return AttemptResult(
             ok=False,
             error_type=type(exc).__name__,
-            message=str(exc),
+            message=cut_message(str(exc)),
             retryable=cmd.retry.is_retryable(names, exc),
         )
     if context.async_token is not None:
@@ -53,7 +54,9 @@ def run_attempt(
     try:
         data = rt.encode_payload(value, f"result of activity {cmd.activity!r}")
     except (CodecError, PayloadTooLargeError) as exc:
-        return AttemptResult(ok=False, error_type=exc.code, message=str(exc), retryable=False)
+        return AttemptResult(
+            ok=False, error_type=exc.code, message=cut_message(str(exc)), retryable=False
+        )
     return AttemptResult(ok=True, value=data)
 
 

@@ -79,8 +79,18 @@ class WorkflowState:
         )
 
 
+MAX_ERROR_MESSAGE = 4096
+
+
+def cut_message(message: str) -> str:
+    """Long error messages are cut, so a failure always fits in one record."""
+    if len(message) <= MAX_ERROR_MESSAGE:
+        return message
+    return message[:MAX_ERROR_MESSAGE] + f"... [{len(message) - MAX_ERROR_MESSAGE} more characters]"
+
+
 def error_record(kind: str, error_type: str, message: str, **fields: Any) -> dict[str, Any]:
-    return {"kind": kind, "type": error_type, "message": message, **fields}
+    return {"kind": kind, "type": error_type[:256], "message": cut_message(message), **fields}
 
 
 @dataclass(slots=True)

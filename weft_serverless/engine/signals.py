@@ -59,6 +59,8 @@ def delivery_ops(
 def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None) -> bool:
     """Buffer a signal for a workflow; returns False if ``signal_id`` was delivered before."""
     ops = delivery_ops(rt, workflow_id, name, payload, signal_id)
+    if signal_id is not None and rt.storage.get(keys.signal_id_key(workflow_id, signal_id)):
+        return False  # delivered before: a resend is a no-op, even once the run finished
     current = rt.storage.get(keys.state_key(workflow_id))
     if current is None:
         raise WorkflowNotFoundError(workflow_id)

@@ -14,6 +14,7 @@ Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can neve
 
 from __future__ import annotations
 
+import math
 import zlib
 from urllib.parse import quote, unquote
 
@@ -154,14 +155,19 @@ def timer_partition(shard: int) -> str:
 
 
 def timer_key(due: float, workflow_id: str, tag: str) -> Key:
-    """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``)."""
+    """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``).
+
+    The millisecond is rounded up, so a timer never fires before the exact time its step
+    compares against (a timer fired early would be deleted with its step still parked).
+    """
     shard = shard_of(workflow_id, TIMER_SHARDS)
-    return Key(timer_partition(shard), f"{ms(due):016d}#{enc(workflow_id)}#{tag}")
+    due_ms = math.ceil(due * 1000)
+    return Key(timer_partition(shard), f"{due_ms:016d}#{enc(workflow_id)}#{tag}")
 
 
 def timer_due_bound(now: float) -> str:
-    """Sort keys strictly below this bound are due at ``now``."""
-    return f"{ms(now) + 1:016d}"
+    """Sort keys strictly below this bound are due at ``now`` (whole milliseconds passed)."""
+    return f"{math.floor(now * 1000) + 1:016d}"
 
 
 def timer_due_of(sort: str) -> float:

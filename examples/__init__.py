@@ -1,0 +1,1 @@
+"""Runnable example workflows; each module exports a ``workflows`` dict for tooling to find."""
