@@ -2,7 +2,11 @@
 
 Each subcommand is one ``_add_<name>`` function that declares its arguments and binds a
 handler ``(args) -> exit status``. Handlers import what they use when they run, so
-``weft --help`` stays fast and no subcommand pays for another's imports.
+``weft --help`` stays fast and no subcommand pays for another's imports. The operator
+commands (``list``, ``show``, ``signal``, ``cancel``, ``result``) and ``dev`` live in
+``weft_serverless.cli_commands``; ``demo`` is here.
+
+Exit status: 0 success, 1 an error (message on stderr), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -38,10 +42,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    from weft_serverless.cli_commands.target import UsageError
     from weft_serverless.errors import WeftError
 
     try:
         return handler(args)
+    except UsageError as exc:
+        print(f"weft: {exc}", file=sys.stderr)
+        return 2
     except WeftError as exc:
         print(f"weft: {exc.code}: {exc}", file=sys.stderr)
         return 1
@@ -55,7 +63,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_demo(subcommands)
+    _add_dev(subcommands)
+    _add_operator(subcommands)
     return parser
+
+
+def _add_dev(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import dev
+
+    dev.add(subcommands)
+
+
+def _add_operator(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import operator
+
+    operator.add(subcommands)
 
 
 # -- weft demo ---------------------------------------------------------------------------------

@@ -1,0 +1,199 @@
+"""Engine overhead per step, and what resuming costs as a workflow's history grows.
+
+Prints two tables; asserts nothing (figures depend on the machine and, for SQLite, the disk:
+every step commit is one fsync). Run from the repository root::
+
+    python bench/steps.py            # 1,000 steps, median of 3 runs
+    python bench/steps.py --steps 200 --runs 5
+
+1. A sequential workflow of ``--steps`` trivial activities, driven inline by a manual engine
+   on ``MemoryStorage`` and on ``SQLiteStorage`` (a temporary file): wall microseconds per
+   step, steps per second, and storage requests per step from ``storage.stats``.
+2. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
+   (a new SQLite connection, as a restarted process would open) recovers it, then receives
+   the signal and finishes. Both replay all N steps from the op log, so time and items read
+   grow with N, while requests stay flat (one range read of the workflow's partition).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from weft_serverless import Engine, MemoryStorage, SQLiteStorage, WorkflowContext, workflow
+from weft_serverless.storage.base import Storage
+
+HISTORY_LENGTHS = (10, 100, 1000)
+Opener = Callable[[], Storage]
+
+
+def noop(value: int) -> int:
+    return value
+
+
+def sequential(ctx: WorkflowContext, steps: int) -> Generator[Any, Any, int]:
+    for index in range(steps):
+        yield ctx.run(noop, index)
+    return steps
+
+
+def parked(ctx: WorkflowContext, steps: int) -> Generator[Any, Any, int]:
+    for index in range(steps):
+        yield ctx.run(noop, index)
+    yield ctx.wait_for_signal("go")
+    return steps
+
+
+WORKFLOWS = {
+    "sequential": workflow("sequential").activities(noop=noop).execute(sequential),
+    "parked": workflow("parked").activities(noop=noop).execute(parked),
+}
+
+
+@contextmanager
+def store(backend: str) -> Iterator[Opener]:
+    """An empty store; the opener returns a new handle on it each call, like a new process."""
+    if backend == "memory":
+        memory = MemoryStorage()
+        yield lambda: memory
+        return
+    with tempfile.TemporaryDirectory(prefix="weft-bench-") as folder:
+        path = Path(folder) / "bench.db"
+        opened: list[Storage] = []
+
+        def open_sqlite() -> Storage:
+            opened.append(SQLiteStorage(path))
+            return opened[-1]
+
+        try:
+            yield open_sqlite
+        finally:
+            for handle in opened:
+                handle.close()
+
+
+def engine_on(storage: Storage, *, recover: bool = False) -> Engine:
+    return Engine.create(storage, WORKFLOWS, background_tasks="manual", recover=recover)
+
+
+def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
+    """Median wall time of driving ``steps`` activities inline, and requests per step."""
+    times: list[float] = []
+    counters: dict[str, int] = {}
+    for _ in range(runs):
+        with store(backend) as open_store:
+            storage = open_store()
+            engine = engine_on(storage)
+            storage.stats.reset()
+            began = time.perf_counter()
+            handle = engine.start("sequential", steps)
+            times.append(time.perf_counter() - began)
+            counters = storage.stats.snapshot()
+            if handle.result() != steps:
+                raise RuntimeError("the benchmark workflow did not complete")
+    wall = statistics.median(times)
+    writes = counters["batches"] + counters["conditional_batches"]
+    return {
+        "us_per_step": wall / steps * 1e6,
+        "steps_per_s": steps / wall,
+        "writes": writes / steps,
+        "items": counters["items_written"] / steps,
+        "requests": counters["requests"] / steps,
+    }
+
+
+def resume(backend: str, steps: int, runs: int) -> dict[str, float]:
+    """Median cost for a fresh engine to recover a run parked after ``steps``, then finish it."""
+    recover_s: list[float] = []
+    finish_s: list[float] = []
+    recover_stats: dict[str, int] = {}
+    finish_stats: dict[str, int] = {}
+    for _ in range(runs):
+        with store(backend) as open_store:
+            engine_on(open_store()).start("parked", steps, id="parked")
+            storage = open_store()  # the first engine is dropped without cleanup
+            storage.stats.reset()
+            began = time.perf_counter()
+            engine = engine_on(storage, recover=True)
+            recover_s.append(time.perf_counter() - began)
+            recover_stats = storage.stats.snapshot()
+            storage.stats.reset()
+            began = time.perf_counter()
+            engine.signal("parked", "go")
+            finish_s.append(time.perf_counter() - began)
+            finish_stats = storage.stats.snapshot()
+            if engine.get_handle("parked").result() != steps:
+                raise RuntimeError("the parked workflow did not complete")
+    finish = statistics.median(finish_s)
+    return {
+        "recover_ms": statistics.median(recover_s) * 1e3,
+        "recover_reads": recover_stats["gets"] + recover_stats["scans"],
+        "recover_items": recover_stats["scanned_items"],
+        "finish_ms": finish * 1e3,
+        "us_per_replayed": finish / steps * 1e6,
+        "finish_reads": finish_stats["gets"] + finish_stats["scans"],
+        "finish_items": finish_stats["scanned_items"],
+        "finish_writes": finish_stats["batches"] + finish_stats["conditional_batches"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--steps", type=int, default=1000, help="steps in the per-step run")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    print(
+        f"weft bench/steps.py: Python {platform.python_version()}, SQLite "
+        f"{sqlite3.sqlite_version} (synchronous=FULL), {platform.system()} {platform.machine()}"
+    )
+
+    print(f"\nPer step: {args.steps} sequential trivial activities, median of {args.runs}")
+    print(
+        f"{'backend':<8} {'us/step':>9} {'steps/s':>9} {'writes/step':>12} "
+        f"{'items/step':>11} {'requests/step':>14}"
+    )
+    for backend in ("memory", "sqlite"):
+        row = per_step(backend, args.steps, args.runs)
+        print(
+            f"{backend:<8} {row['us_per_step']:>9.0f} {row['steps_per_s']:>9.0f} "
+            f"{row['writes']:>12.3f} {row['items']:>11.3f} {row['requests']:>14.3f}"
+        )
+
+    print(
+        f"\nResume: parked after N steps; a fresh engine recovers it, then a signal finishes it "
+        f"(median of {args.runs})"
+    )
+    print(f"{'':<14} {' Engine.create(recover) ':-^28}  {' signal -> completed ':-^44}")
+    print(
+        f"{'backend':<8} {'N':>5} {'ms':>9} {'reads':>6} {'items read':>11}  "
+        f"{'ms':>9} {'us/N':>8} {'reads':>6} {'items read':>11} {'writes':>6}"
+    )
+    for backend in ("memory", "sqlite"):
+        for steps in HISTORY_LENGTHS:
+            r = resume(backend, steps, args.runs)
+            print(
+                f"{backend:<8} {steps:>5} {r['recover_ms']:>9.2f} {r['recover_reads']:>6.0f} "
+                f"{r['recover_items']:>11.0f}  {r['finish_ms']:>9.2f} "
+                f"{r['us_per_replayed']:>8.1f} {r['finish_reads']:>6.0f} "
+                f"{r['finish_items']:>11.0f} {r['finish_writes']:>6.0f}"
+            )
+    print(
+        "\nreads = gets + range scans (a scan counts once, however many pages it reads)\n"
+        "us/N = signal->completed time / N; writes: signal, its step, final commit"
+    )
+    print(f"total {time.perf_counter() - began:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
