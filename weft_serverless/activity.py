@@ -77,14 +77,19 @@ class ActivityContext:
     slot: str
     idempotency_key: str | None = None
     async_token: str | None = field(default=None, init=False)
+    on_async: Callable[[], None] | None = field(default=None, repr=False)
 
     def complete_async(self) -> str:
         """Finish this activity later, from anywhere, with the returned token.
 
         The activity's return value is then ignored; ``engine.complete_activity(token, result)``
-        or ``engine.fail_activity(token, error)`` resumes the workflow.
+        or ``engine.fail_activity(token, error)`` resumes the workflow. The engine records
+        that it waits on the token before returning it, so a completion may arrive even
+        before the activity function returns.
         """
         if self.async_token is None:
+            if self.on_async is not None:
+                self.on_async()
             self.async_token = encode_token(self.workflow_id, self.slot, self.attempt)
         return self.async_token
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.commands import Command, RetryPolicy
+from weft_serverless.errors import ActivityFailedError
 
 if TYPE_CHECKING:
     from weft_serverless.context import WorkflowContext
@@ -30,6 +31,7 @@ class Saga:
     def __init__(self, ctx: WorkflowContext) -> None:
         self._ctx = ctx
         self._compensations: list[Compensation] = []
+        self.failures: list[ActivityFailedError] = []
 
     @property
     def pending(self) -> int:
@@ -62,10 +64,18 @@ class Saga:
         return result
 
     def compensate(self) -> Generator[Command[Any], Any, None]:
-        """Run every registered compensation, newest first, each a durable step."""
+        """Run every registered compensation, newest first, each a durable step.
+
+        A compensation that fails (after its retries) does not stop the others; its error is
+        kept in ``failures`` so the original error stays the one the workflow raises.
+        """
         while self._compensations:
             step = self._compensations.pop()
-            yield self._ctx.run(step.activity, step.input)
+            try:
+                yield self._ctx.run(step.activity, step.input)
+            except ActivityFailedError as exc:
+                self.failures.append(exc)
+                self._ctx.log.warning("compensation %s failed: %s", exc.activity, exc)
 
     def execute(
         self, body: Callable[[Saga], Generator[Command[Any], Any, Any]]

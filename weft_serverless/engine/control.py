@@ -20,7 +20,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from .commit import timer_value
-from .lifecycle import transition_ops
+from .lifecycle import close_children_timer, transition_ops
 from .records import (
     CANCELLED,
     FAILED,
@@ -58,6 +58,8 @@ def _transition(
         if state.status not in allowed:
             return state, None
         new, ops = transition_ops(state, to_status, rt.now(), None, error)
+        if to_status in TERMINAL and children_to_close(rt, workflow_id):
+            ops.append(close_children_timer(workflow_id, rt.now()))
         fragment = (
             rt.fence.rotate_fragment(workflow_id)
             if rotate
@@ -206,3 +208,15 @@ def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
             continue
         found.append(child_id)
     return found
+
+
+def close_children(rt: Runtime, workflow_id: str) -> int:
+    """Cancel what a closed parent's policies say; idempotent (finished children stay)."""
+    closed = 0
+    for child_id in children_to_close(rt, workflow_id):
+        try:
+            cancel(rt, child_id)
+            closed += 1
+        except WorkflowNotFoundError:
+            continue
+    return closed

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless.codec import decode
+from weft_serverless.codec import decode, encode
 from weft_serverless.commands import Command, GetVersion
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
+    ActivityReconciliationError,
     CodecError,
     InvalidArgumentError,
     NondeterminismError,
@@ -23,6 +24,7 @@ from weft_serverless.errors import (
     VersionMismatchError,
 )
 from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
 
 from . import lifecycle, updates
 from .commit import commit
@@ -93,6 +95,7 @@ class _Run:
     ) -> None:
         self.rt, self.history, self.ctx, self.runner = rt, history, ctx, runner
         self.gen, self.request = gen, request
+        self.loaded = history.top_level_steps()
 
     def loop(self) -> str:
         step = 0
@@ -114,7 +117,7 @@ class _Run:
             except Exception as exc:
                 return self._fail(exc)
             if isinstance(cmd, GetVersion):
-                outcome = self._version(cmd, slot)
+                outcome = self._version(cmd, step)
                 continue
             if not isinstance(cmd, Command):
                 self.gen.close()
@@ -138,7 +141,7 @@ class _Run:
             except RaiseAtYield as raised:
                 outcome = Outcome(error=raised.error)
                 continue
-            except NondeterminismError as exc:
+            except (NondeterminismError, ActivityReconciliationError) as exc:
                 return self._fail(exc)
             if done is None:
                 _close_parked(self.gen, self.ctx.workflow_id)
@@ -146,20 +149,21 @@ class _Run:
             self.runner.commit_done(cmd, slot, done)
             outcome = done.outcome
 
-    def _version(self, cmd: GetVersion, slot: str) -> Outcome:
-        """Answer ``get_version`` without taking a step slot (see commands.GetVersion)."""
+    def _version(self, cmd: GetVersion, step: int) -> Outcome:
+        """Answer ``get_version`` without taking a step slot (see commands.GetVersion).
+
+        A run that had already passed this point before the change was deployed gets
+        ``min_supported``: it reaches it here while re-running code that ran before this
+        drive, i.e. at or before the step it was parked on (``step <= self.loaded``).
+        Only a run reaching it for the first time pins ``max_supported``, durably.
+        """
         pinned = self.history.versions.get(cmd.change_id)
         if pinned is None:
-            if self.ctx.is_replaying or self.request.read_only:
-                pinned = cmd.min_supported
-                if self.request.read_only and not self.ctx.is_replaying:
-                    pinned = cmd.max_supported
-                return Outcome(pinned)
+            passed_before = 0 < step <= self.loaded
+            if passed_before or self.request.read_only:
+                return Outcome(cmd.min_supported if passed_before else cmd.max_supported)
             pinned = cmd.max_supported
             key = keys.version_key(self.ctx.workflow_id, cmd.change_id)
-            from weft_serverless.codec import encode
-            from weft_serverless.storage.base import Condition, Put
-
             commit(
                 self.rt,
                 self.ctx.workflow_id,

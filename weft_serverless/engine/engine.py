@@ -414,7 +414,7 @@ class Engine:
         if verdict != "drive":
             return verdict
         request = DriveRequest()
-        status: str | None = None
+        status: str | None = "error"
         try:
             status = drive(self._rt, workflow_id, self._dispatcher.enqueue, request)
         finally:
@@ -433,11 +433,12 @@ class Engine:
         """Close the children of runs that ended here (parent close policies)."""
         while self._rt.closed_runs:
             parent = self._rt.closed_runs.pop()
-            for child_id in control.children_to_close(self._rt, parent):
-                try:
-                    control.cancel(self._rt, child_id)
-                except WeftError as exc:
-                    logger.warning("could not cancel child %s of %s: %s", child_id, parent, exc)
+            try:
+                control.close_children(self._rt, parent)
+            except WeftError as exc:
+                logger.warning(
+                    "children of %s not closed yet (maintenance retries): %s", parent, exc
+                )
 
     def _check_open(self) -> None:
         if self._rt.closed:

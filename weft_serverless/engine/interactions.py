@@ -67,7 +67,7 @@ def send_update(
             if rt.fence.prepare_wake(workflow_id, "update", explicit=True) != "drive":
                 raise WorkflowNotRunningError(workflow_id, state.status)
             request = DriveRequest(update=update)
-            status: str | None = None
+            status: str | None = "error"
             try:
                 status = drive(rt, workflow_id, dispatcher.enqueue, request)
             except LostCommit:

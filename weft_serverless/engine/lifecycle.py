@@ -25,6 +25,7 @@ from .runtime import Runtime
 
 DEADLINE = "deadline"
 DELAYED_START = "delayed-start"
+CLOSE_CHILDREN = "close-children"
 
 
 def new_state(
@@ -212,6 +213,8 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
+    if open_children(history):
+        ops.append(close_children_timer(new.id, rt.now()))
     with rt.fence.release_for_terminal(new.id) as release:
         conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
         commit(rt, new.id, conditions, ops + release.ops)
@@ -221,3 +224,24 @@ def finish(
         rt.metrics.workflows_failed += 1
     rt.closed_runs.append(new.id)
     return new
+
+
+def open_children(history: History) -> list[str]:
+    """Children this run must cancel when it ends (parent close policies)."""
+    found = []
+    for slot, record in history.pending.items():
+        child_id, policy = record.get("child_id"), record.get("policy", "await")
+        if child_id is None or policy == "abandon":
+            continue
+        if policy == "await" and slot in history.children:
+            continue
+        found.append(child_id)
+    return found
+
+
+def close_children_timer(workflow_id: str, now: float) -> Put:
+    """Due at once: the maintenance pass cancels the children even if this process dies
+    right after the terminal commit (the inline path usually does it first)."""
+    return Put(
+        keys.timer_key(now, workflow_id, CLOSE_CHILDREN), timer_value(workflow_id, CLOSE_CHILDREN)
+    )

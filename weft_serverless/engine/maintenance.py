@@ -23,7 +23,7 @@ from weft_serverless.storage.base import Key
 
 from . import control
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
-from .lifecycle import DEADLINE, DELAYED_START
+from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
 from .runtime import Runtime, logger
 
 MAX_TIMERS_PER_PASS = 1000
@@ -92,6 +92,8 @@ def fire_due_timers(
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:
     """Act on a workflow's due timers: time it out, activate a delayed start, or wake it."""
     try:
+        if CLOSE_CHILDREN in kinds:
+            control.close_children(rt, workflow_id)
         if DEADLINE in kinds and control.time_out(rt, workflow_id):
             return "timed-out"
         if DELAYED_START in kinds:
@@ -101,7 +103,7 @@ def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]
     except WeftError as exc:
         logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
         return "error"
-    wake = sorted(kinds - {DEADLINE})
+    wake = sorted(kinds - {DEADLINE, CLOSE_CHILDREN})
     if not wake:
         return COLLECT
     return dispatcher.run(workflow_id, wake[0])

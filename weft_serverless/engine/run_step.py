@@ -8,6 +8,7 @@ activity one "started" record (``actrec#s``) written before the first attempt ru
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from weft_serverless.activity import ActivityContext, Verification
@@ -47,16 +48,16 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
             return None  # started asynchronously; waiting for complete/fail_activity
         if result is None:
             if cmd.idempotency_key is not None:
-                reconciled = _reconcile_or_mark_started(runner, cmd, slot, encoded_input)
+                reconciled = _reconcile_or_mark_started(runner, cmd, slot, number, encoded_input)
                 if reconciled is not None:
                     return reconciled
             if rt.low_on_time(cmd.timeout):
                 runner.yield_to_next_invocation(slot, number)
                 return None
             context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
+            context.on_async = functools.partial(_park_async, runner, slot, number)
             result = run_attempt(rt, activity, cmd, encoded_input, context)
             if context.async_token is not None:
-                _park_async(runner, slot, number)
                 return None
         if result.ok:
             value = decode(result.value) if result.value is not None else None
@@ -101,16 +102,18 @@ def _park_async(runner: StepRunner, slot: str, number: int) -> None:
 
 
 def _reconcile_or_mark_started(
-    runner: StepRunner, cmd: Run, slot: str, encoded_input: bytes
+    runner: StepRunner, cmd: Run, slot: str, attempt: int, encoded_input: bytes
 ) -> Done | None:
-    """Before an idempotent activity runs: reconcile a crashed earlier start, or record one."""
+    """Before an idempotent activity's attempt runs: record its start, or, when a start of
+    this very attempt is recorded with no outcome (a crash cut it), reconcile it."""
     assert cmd.idempotency_key is not None
     rt, workflow_id = runner.rt, runner.workflow_id
-    if slot not in runner.history.started:
-        key = keys.activity_started_key(workflow_id, slot)
-        record = {"key": cmd.idempotency_key, "at": rt.now()}
+    started = f"{slot}#{attempt:04d}"
+    if started not in runner.history.started:
+        key = keys.activity_started_key(workflow_id, slot, attempt)
+        record = {"key": cmd.idempotency_key, "at": rt.now(), "attempt": attempt}
         commit(rt, workflow_id, [Condition(key, None)], [Put(key, encode(record))])
-        runner.history.started[slot] = record
+        runner.history.started[started] = record
         return None
     verify = rt.activity(runner.definition, cmd.activity).verify
     if verify is None:

@@ -36,7 +36,7 @@ from .ownership import (
     unpack_epoch,
     warn,
 )
-from .records import PENDING, RUNNING, TERMINAL, WorkflowState
+from .records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -203,10 +203,15 @@ class WorkflowLease(Ownership):
         return "collect"
 
     def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
+        """Forget the claim of a run that ended or left; keep it (not driving) otherwise.
+
+        ``status`` is ``"error"`` when the drive raised: the stored holder is still ours, so
+        the claim stays registered to be renewed or released, never silently leaked.
+        """
         claim = self.claims.get(workflow_id)
         if claim is None:
             return
-        if status is None or status in TERMINAL or status not in (RUNNING, PENDING):
+        if status is None or status in TERMINAL or status == SUSPENDED:
             self._drop(workflow_id)
             return
         claim.driving = False

@@ -135,8 +135,8 @@ def async_result_key(workflow_id: str, slot: str, attempt: int) -> Key:
     return Key(workflow_partition(workflow_id), f"{ASYNC_RESULT_PREFIX}{slot}#{attempt:04d}")
 
 
-def activity_started_key(workflow_id: str, slot: str) -> Key:
-    return Key(workflow_partition(workflow_id), ACTIVITY_STARTED_PREFIX + slot)
+def activity_started_key(workflow_id: str, slot: str, attempt: int) -> Key:
+    return Key(workflow_partition(workflow_id), f"{ACTIVITY_STARTED_PREFIX}{slot}#{attempt:04d}")
 
 
 def owner_epoch_key(workflow_id: str) -> Key:

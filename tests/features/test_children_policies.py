@@ -1,0 +1,208 @@
+"""Child workflows and their parent close policies: ``await``, ``abandon``, ``request-cancel``.
+
+Rules pinned here: ``await`` (default) gives the child's result, raises its failure, and a
+cancelled parent cancels the child; ``abandon`` gives the child's id at once and the child
+outlives its parent; ``request-cancel`` gives the id and the child is cancelled when its
+parent ends, however it ends. Starting a child is one batch with the parent's step, so a crash
+right after it leaves exactly one child; a child's end hands its outcome to the parent in the
+same batch, so a crash right after it still wakes the parent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from feature_support import (
+    Calls,
+    Opener,
+    crashable_engine,
+    expect_crash,
+    make_engine,
+    puts_op,
+    puts_state,
+    recover_fresh,
+)
+
+from weft_serverless import WorkflowDefinition, workflow
+from weft_serverless.testing import TestEngine
+
+PARENT = "wf-parent"
+CHILD = "wf-child"
+
+
+def _child(ctx: Any, label: str) -> Any:
+    yield ctx.run("work", label)
+    verdict = yield ctx.wait_for_signal("finish")
+    if verdict == "fail":
+        raise ValueError("child gave up")
+    return f"{label}:{verdict}"
+
+
+def _parent(ctx: Any, policy: str) -> Any:
+    try:
+        got = yield ctx.start_child("child", "kid", id=CHILD, parent_close_policy=policy)
+    except Exception as exc:
+        return {"error": type(exc).__name__, "status": getattr(exc, "status", None)}
+    ending = yield ctx.wait_for_signal("end")
+    if ending == "fail":
+        raise RuntimeError("parent failed")
+    return {"got": got}
+
+
+def _workflows(calls: Calls) -> dict[str, WorkflowDefinition]:
+    return {
+        "child": workflow("child").activities(work=calls.fn("work")).execute(_child),
+        "parent": workflow("parent").execute(_parent),
+    }
+
+
+def _engine(storage_factory: Opener, calls: Calls) -> TestEngine:
+    return make_engine(storage_factory, _workflows(calls))
+
+
+def _status(te: TestEngine, workflow_id: str) -> str:
+    return te.describe(workflow_id).status
+
+
+def test_await_returns_the_childs_result(storage_factory: Opener) -> None:
+    """``await``: the parent waits for and receives the child's result."""
+    calls = Calls()
+    te = _engine(storage_factory, calls)
+    te.start("parent", "await", id=PARENT)
+    assert _status(te, CHILD) == "running"
+    te.signal(CHILD, "finish", "done")
+    te.run_maintenance()
+    te.signal(PARENT, "end")
+    assert te.describe(PARENT).result == {"got": "kid:done"}
+
+
+def test_await_raises_the_childs_failure(storage_factory: Opener) -> None:
+    """``await``: a failed child raises ``ChildWorkflowFailedError`` in the parent."""
+    te = _engine(storage_factory, Calls())
+    te.start("parent", "await", id=PARENT)
+    te.signal(CHILD, "finish", "fail")
+    te.run_maintenance()
+    assert te.describe(PARENT).result == {"error": "ChildWorkflowFailedError", "status": "failed"}
+
+
+def test_await_child_is_cancelled_with_its_parent(storage_factory: Opener) -> None:
+    """``await``: cancelling the parent cancels the child it was waiting for."""
+    te = _engine(storage_factory, Calls())
+    te.start("parent", "await", id=PARENT)
+    te.cancel(PARENT)
+    assert _status(te, PARENT) == "cancelled"
+    assert _status(te, CHILD) == "cancelled"
+
+
+def test_abandoned_child_outlives_its_parent(storage_factory: Opener) -> None:
+    """``abandon``: the step gives the child's id at once; the child keeps running after the
+    parent completes, and later finishes on its own."""
+    calls = Calls()
+    te = _engine(storage_factory, calls)
+    te.start("parent", "abandon", id=PARENT)
+    te.signal(PARENT, "end")
+    assert te.describe(PARENT).result == {"got": CHILD}
+    te.run_maintenance()
+    assert _status(te, CHILD) == "running"
+    te.signal(CHILD, "finish", "alone")
+    assert te.describe(CHILD).result == "kid:alone"
+
+
+@pytest.mark.parametrize("ending", ["complete", "fail", "cancel"])
+def test_request_cancel_child_is_cancelled_when_the_parent_ends(
+    storage_factory: Opener, ending: str
+) -> None:
+    """``request-cancel``: the step gives the id at once; when the parent ends (completed,
+    failed or cancelled) the child is cancelled."""
+    te = _engine(storage_factory, Calls())
+    te.start("parent", "request-cancel", id=PARENT)
+    assert _status(te, CHILD) == "running"
+    if ending == "cancel":
+        te.cancel(PARENT)
+    else:
+        te.signal(PARENT, "end", ending)
+    assert _status(te, PARENT) == {"complete": "completed", "fail": "failed"}.get(
+        ending, "cancelled"
+    )
+    te.run_maintenance()
+    assert _status(te, CHILD) == "cancelled"
+
+
+def test_crash_right_after_the_child_start(storage_factory: Opener) -> None:
+    """The child's start and the parent's step are one batch: a crash right after it leaves
+    exactly one child, which the fresh engine runs once; the parent goes on."""
+    calls = Calls()
+    te, crashing = crashable_engine(storage_factory, _workflows(calls))
+    crashing.arm(puts_op(PARENT, 0), after=True)
+    with expect_crash():
+        te.start("parent", "abandon", id=PARENT)
+    recover_fresh(te, storage_factory)
+    assert [s.id for s in te.list(workflow_type="child")] == [CHILD]
+    assert calls.log == [("work", "kid")]
+    te.signal(PARENT, "end")
+    assert te.describe(PARENT).result == {"got": CHILD}
+
+
+def test_crash_right_after_the_awaited_child_ends(storage_factory: Opener) -> None:
+    """The child's end carries its outcome to the parent in the same batch: a crash right
+    after it still lets the fresh engine complete the parent with the child's result."""
+    te, crashing = crashable_engine(storage_factory, _workflows(Calls()))
+    te.start("parent", "await", id=PARENT)
+    crashing.arm(puts_state(CHILD), after=True)
+    with expect_crash():
+        te.signal(CHILD, "finish", "done")
+    recover_fresh(te, storage_factory)
+    te.run_maintenance()
+    te.signal(PARENT, "end")
+    assert te.describe(PARENT).result == {"got": "kid:done"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "ending"),
+    [("request-cancel", "complete"), ("await", "cancel")],
+    ids=["request-cancel-completes", "await-cancelled"],
+)
+def test_crash_right_after_the_parent_ends_still_cancels_the_child(
+    storage_factory: Opener, policy: str, ending: str
+) -> None:
+    """The close policy survives a crash: the parent's end is written, the process dies
+    before cancelling the child, and the fresh engine (recovery plus maintenance) cancels it."""
+    te, crashing = crashable_engine(storage_factory, _workflows(Calls()))
+    te.start("parent", policy, id=PARENT)
+    crashing.arm(puts_state(PARENT), after=True)
+    with expect_crash():
+        if ending == "cancel":
+            te.cancel(PARENT)
+        else:
+            te.signal(PARENT, "end")
+    recover_fresh(te, storage_factory)
+    te.advance(60)
+    assert _status(te, PARENT) in ("completed", "cancelled")
+    assert _status(te, CHILD) == "cancelled"
+
+
+def test_bad_child_starts(storage_factory: Opener) -> None:
+    """An unknown child type raises ``ChildWorkflowFailedError`` (status ``not-started``) at
+    the yield; an unknown policy fails the parent with ``InvalidArgumentError``."""
+
+    def body(ctx: Any, kind: str) -> Any:
+        if kind == "policy":
+            yield ctx.start_child("child", "x", parent_close_policy="detach")
+        try:
+            yield ctx.start_child("ghost", "x")
+        except Exception as exc:
+            return {"error": type(exc).__name__, "status": getattr(exc, "status", None)}
+        return "started"
+
+    workflows = {**_workflows(Calls()), "odd": workflow("odd").execute(body)}
+    te = make_engine(storage_factory, workflows)
+    te.start("odd", "type", id="wf-type")
+    assert te.describe("wf-type").result == {
+        "error": "ChildWorkflowFailedError",
+        "status": "not-started",
+    }
+    te.start("odd", "policy", id="wf-policy")
+    error = te.describe("wf-policy").error
+    assert error is not None
+    assert error["type"] == "InvalidArgumentError"
