@@ -13,7 +13,7 @@ that the maintenance schedule fires.
 Try it under ``weft dev`` (the port is printed at startup)::
 
     curl -s -X POST localhost:8080/workflows -H 'content-type: application/json' \\
-      -d '{"type": "approval", "id": "exp-7", "input": {"request_id": "exp-7",
+      -d '{"workflow_type": "approval", "id": "exp-7", "input": {"request_id": "exp-7",
            "requester": "ada", "approver": "grace", "manager": "alan",
            "summary": "conference ticket", "amount_cents": 45000,
            "approver_timeout": "2m", "manager_timeout": "5m"}}'
@@ -66,7 +66,9 @@ def _validate_comment(comment: Any) -> None:
     if not isinstance(text, str) or not text.strip():
         issues.append({"message": "'text' must not be empty", "path": ["text"]})
     elif len(text) > MAX_COMMENT_CHARS:
-        issues.append({"message": f"'text' is over {MAX_COMMENT_CHARS} characters", "path": ["text"]})
+        issues.append(
+            {"message": f"'text' is over {MAX_COMMENT_CHARS} characters", "path": ["text"]}
+        )
     if issues:
         raise UpdateValidationError(issues)
 
@@ -85,7 +87,9 @@ def approval(ctx: WorkflowContext, request: Request) -> Generator[Any, Any, dict
     rid = request["request_id"]
     text = f"{request['requester']} asks approval: {request['summary']}"
     text += f" ({request['amount_cents'] / 100:.2f})"
-    yield ctx.run(notify, {"request_id": rid, "purpose": "ask", "to": request["approver"], "text": text})
+    yield ctx.run(
+        notify, {"request_id": rid, "purpose": "ask", "to": request["approver"], "text": text}
+    )
     state.update(stage="awaiting-approver", waiting_for=request["approver"])
     decision = yield from _decision(ctx, request.get("approver_timeout", DEFAULT_TIMEOUT))
 
@@ -93,7 +97,13 @@ def approval(ctx: WorkflowContext, request: Request) -> Generator[Any, Any, dict
         state.update(stage="escalated", waiting_for=request["manager"])
         escalation = f"no answer from {request['approver']}; {text}"
         yield ctx.run(
-            notify, {"request_id": rid, "purpose": "escalate", "to": request["manager"], "text": escalation}
+            notify,
+            {
+                "request_id": rid,
+                "purpose": "escalate",
+                "to": request["manager"],
+                "text": escalation,
+            },
         )
         decision = yield from _decision(ctx, request.get("manager_timeout", DEFAULT_TIMEOUT))
 
@@ -118,7 +128,9 @@ def approval(ctx: WorkflowContext, request: Request) -> Generator[Any, Any, dict
     return outcome
 
 
-def _decision(ctx: WorkflowContext, timeout: str | float) -> Generator[Any, Any, dict[str, Any] | None]:
+def _decision(
+    ctx: WorkflowContext, timeout: str | float
+) -> Generator[Any, Any, dict[str, Any] | None]:
     """The first of "approve", "reject" or the deadline; None when the deadline won."""
     index, payload = yield ctx.race(
         ctx.wait_for_signal(APPROVE), ctx.wait_for_signal(REJECT), ctx.sleep(timeout)

@@ -15,13 +15,13 @@ crash) re-sends the same invoice rather than a second one.
 Try it under ``weft dev`` (the port is printed at startup)::
 
     curl -s -X POST localhost:8080/workflows -H 'content-type: application/json' \\
-      -d '{"type": "batch", "id": "inv-2026-01", "input": {"batch_id": "inv-2026-01",
+      -d '{"workflow_type": "batch", "id": "inv-2026-01", "input": {"batch_id": "inv-2026-01",
            "chunk_size": 2, "rate_cents": 12, "accounts": [
              {"account": "acme", "email": "ap@acme.test", "usage": [10, 20]},
              {"account": "globex", "email": "billing@globex.test", "usage": [5]},
              {"account": "initech", "email": "", "usage": [7]}]}}'
     curl -s localhost:8080/workflows/inv-2026-01/result
-    curl -s 'localhost:8080/workflows?type=batch_chunk'
+    curl -s 'localhost:8080/workflows?workflow_type=batch_chunk'
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ activity that runs again after a crash (activities are at-least-once) repeats ha
 Try it under ``weft dev`` (the port is printed at startup)::
 
     curl -s -X POST localhost:8080/workflows -H 'content-type: application/json' \\
-      -d '{"type": "order_saga", "id": "saga-1", "input": {"order_id": "S-1", "sku": "tea",
+      -d '{"workflow_type": "order_saga", "id": "saga-1", "input": {"order_id": "S-1", "sku": "tea",
            "quantity": 1, "amount_cents": 1500, "country": "NL"}}'
     curl -s localhost:8080/workflows/saga-1/result
 
     # a destination the carrier refuses: the charge is refunded and the stock released
     curl -s -X POST localhost:8080/workflows -H 'content-type: application/json' \\
-      -d '{"type": "order_saga", "id": "saga-2", "input": {"order_id": "S-2", "sku": "tea",
+      -d '{"workflow_type": "order_saga", "id": "saga-2", "input": {"order_id": "S-2", "sku": "tea",
            "quantity": 1, "amount_cents": 1500, "country": "AQ"}}'
     curl -s localhost:8080/workflows/saga-2/result
 """

@@ -13,7 +13,7 @@ Input: ``to``, ``message``, ``reminder_id``, and either ``due_at`` (epoch second
 Try it under ``weft dev`` (the port is printed at startup)::
 
     curl -s -X POST localhost:8080/workflows -H 'content-type: application/json' \\
-      -d '{"type": "reminder", "id": "rem-1", "input": {"reminder_id": "rem-1",
+      -d '{"workflow_type": "reminder", "id": "rem-1", "input": {"reminder_id": "rem-1",
            "to": "ada@example.com", "message": "renew the domain", "delay": "5s",
            "repeat": 3, "every": "10s"}}'
     curl -s -X POST localhost:8080/workflows/rem-1/queries/status
@@ -84,7 +84,9 @@ def reminder(ctx: WorkflowContext, request: dict[str, Any]) -> Generator[Any, An
             break
         ack = yield ctx.wait_for_signal(ACKNOWLEDGE, timeout=request.get("every", DEFAULT_EVERY))
         if ack is not None:
-            state["acknowledged_by"] = ack.get("by", "someone") if isinstance(ack, dict) else "someone"
+            state["acknowledged_by"] = (
+                ack.get("by", "someone") if isinstance(ack, dict) else "someone"
+            )
             break
     state["stage"] = "done"
     return {"reminder_id": request["reminder_id"], **state}

@@ -63,7 +63,9 @@ def open_engine(path: Path) -> Engine:
 # -- reading ------------------------------------------------------------------------------
 
 
-def test_list_prints_an_aligned_table_and_json(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+def test_list_prints_an_aligned_table_and_json(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
     status, out, _ = weft(capsys, "list", "--db", str(db))
     assert status == 0
     lines = out.splitlines()
@@ -93,9 +95,13 @@ def test_list_pages_with_a_cursor(capsys: pytest.CaptureFixture[str], db: Path) 
         page = json.loads(out)
         seen += [row["id"] for row in page["workflows"]]
         cursor = page["next_cursor"]
-    assert cursor is None or json.loads(
-        weft(capsys, "list", "--db", str(db), "--cursor", cursor, "--json")[1]
-    )["workflows"] == []
+    assert (
+        cursor is None
+        or json.loads(weft(capsys, "list", "--db", str(db), "--cursor", cursor, "--json")[1])[
+            "workflows"
+        ]
+        == []
+    )
     assert sorted(seen) == ["exp-7", "order-declined", "saga-ok"]
 
     _, out, _ = weft(capsys, "list", "--db", str(db), "--limit", "2")
@@ -133,7 +139,9 @@ def test_show_a_failed_run_names_the_error(capsys: pytest.CaptureFixture[str], d
     assert failed and "failed" in failed[0].split()
 
 
-def test_result_exit_status_follows_the_outcome(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+def test_result_exit_status_follows_the_outcome(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
     status, out, _ = weft(capsys, "result", "saga-ok", "--db", str(db))
     assert status == 0 and json.loads(out)["shipment_id"] == "shp-S-1"
 

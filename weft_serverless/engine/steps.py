@@ -105,7 +105,7 @@ class StepRunner:
 
     def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
         """Write a finished step's op record together with its effects."""
-        record = {"sig": cmd.signature(), **done.record}
+        record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
         key = keys.op_key(self.workflow_id, slot)
         conditions = [Condition(key, None), *done.conditions]
         ops: list[Op] = [Put(key, encode(record)), *done.ops]

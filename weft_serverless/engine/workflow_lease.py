@@ -186,6 +186,8 @@ class WorkflowLease(Ownership):
         state = self._status(workflow_id)
         if state is None or state.status not in (RUNNING, PENDING):
             return "collect"
+        if state.type not in self.rt.definitions:
+            return "retain"  # an engine that cannot run this type must not claim it
         epoch_bytes, holder_bytes = self._read_owner(workflow_id)
         if holder_bytes is None and self._try_claim(workflow_id, epoch_bytes, None, "acquired"):
             self.claims[workflow_id].driving = True

@@ -86,9 +86,18 @@ class DynamoDBStorage(Storage):
         endpoint_url: DynamoDB endpoint for built clients (moto's server, DynamoDB Local).
         offload_bucket: S3 bucket for values over ``offload_threshold``; off when ``None``.
         s3_client: A ready S3 client for offload; built on first use when omitted.
+        offload_threshold: Values longer than this many bytes go to S3 (32 KiB: 100 items
+            under it always fit one 4 MB transaction).
+        offload_prefix: S3 key prefix of offloaded values (add a lifecycle rule on it).
+        offload_max_value_bytes: ``max_value_bytes`` when offload is on.
         time_budget: Seconds per operation, or a callable returning the seconds left (set it
             from the Lambda context); past it a ``StorageRetriesExhaustedError`` is raised.
-        sleep: Backoff sleep, injectable so tests never wait.
+        sleep: Backoff sleep; with ``clock`` and ``rng``, injectable so tests never wait.
+        connect_timeout: Seconds to connect, for built clients.
+        read_timeout: Seconds to wait for an answer, for built clients.
+
+    Attributes:
+        meter: Requests and request units so far (``meter.snapshot()``, ``meter.reset()``).
     """
 
     def __init__(

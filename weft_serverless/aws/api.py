@@ -1,0 +1,229 @@
+"""The API Gateway (REST proxy) handler: the route table wired to the engine through
+powertools' ``APIGatewayRestResolver``.
+
+Requests are validated against the route table before the engine is called, so a rejected
+request writes nothing. Engine errors map to statuses in ``responses``; anything unexpected
+is a 500 whose body reveals nothing (the stack goes to the log, under the correlation id).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from weft_serverless import Engine
+
+from . import operations
+from .context import LambdaContext
+from .operations import Reply, Request
+from .responses import ApiError, error_of, to_json
+from .routes import MAX_BODY_BYTES, ROUTES, Route
+from .runtime import get_engine, seconds_from_env
+from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
+from .validation import parse_body, parse_query
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+
+Event = dict[str, Any]
+LambdaHandler = Callable[[Event, LambdaContext], dict[str, Any]]
+
+STEP_RESERVE_ENV = "WEFT_STEP_RESERVE_SECONDS"
+CORRELATION_HEADER = "X-Correlation-Id"
+MAX_CORRELATION_ID = 128
+JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class _Current:
+    engine: Engine
+    invocation: Invocation
+    event: Event
+
+
+def make_api_handler(
+    *,
+    engine_factory: Callable[[], Engine] = get_engine,
+    step_reserve: float | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> LambdaHandler:
+    """Build the Lambda handler for the API (``handlers/api.py`` holds one at module level).
+
+    The engine comes from ``engine_factory`` on each invocation (cached per container by
+    ``get_engine``). ``sleep`` and ``monotonic`` pace the bounded wait for a result, so
+    tests can drive it without waiting.
+
+    Args:
+        engine_factory: Returns the container's engine.
+        step_reserve: Least seconds a step may start with; ``WEFT_STEP_RESERVE_SECONDS``.
+        max_body_bytes: Larger request bodies get a 413 before they are parsed.
+        sleep: Pause between polls while waiting for a result.
+        monotonic: Clock for that wait.
+    """
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+
+    reserve = (
+        step_reserve
+        if step_reserve is not None
+        else seconds_from_env(STEP_RESERVE_ENV, DEFAULT_STEP_RESERVE)
+    )
+    current: contextvars.ContextVar[_Current] = contextvars.ContextVar("weft_api_current")
+    app = APIGatewayRestResolver()
+    for route in ROUTES:
+        view = _view(route, current, reserve, max_body_bytes, sleep, monotonic)
+        app.route(rule=route.resolver_rule, method=route.method)(view)
+    app.not_found(_not_found(app))
+
+    def handler(event: Event, context: LambdaContext) -> dict[str, Any]:
+        engine = engine_factory()
+        started = monotonic()
+        with lambda_invocation(
+            engine,
+            context,
+            handler="api",
+            step_reserve=reserve,
+            correlation_id=_correlation_id(event, context),
+        ) as invocation:
+            token = current.set(_Current(engine, invocation, event))
+            try:
+                response = app.resolve(event, cast(Any, context))
+            finally:
+                current.reset(token)
+            _add_header(response, CORRELATION_HEADER, invocation.correlation_id)
+            invocation.logger.info(
+                "request",
+                extra={
+                    "http_method": event.get("httpMethod"),
+                    "path": event.get("path"),
+                    "status": response.get("statusCode"),
+                    "duration_ms": round((monotonic() - started) * 1000, 1),
+                },
+            )
+        return response
+
+    return handler
+
+
+def _view(
+    route: Route,
+    current: contextvars.ContextVar[_Current],
+    reserve: float,
+    max_body_bytes: int,
+    sleep: Callable[[float], None],
+    monotonic: Callable[[], float],
+) -> Callable[..., Response[str]]:
+    implementation: Callable[[Request], Reply] = getattr(operations, route.operation)
+
+    def view(**path: str) -> Response[str]:
+        state = current.get()
+        try:
+            params = {name: _path_param(name, value) for name, value in path.items()}
+            if "workflow_id" in params:
+                state.invocation.bind(workflow_id=params["workflow_id"])
+            request = Request(
+                engine=state.engine,
+                invocation=state.invocation,
+                params=params,
+                query=parse_query(state.event.get("queryStringParameters"), route),
+                body=(
+                    parse_body(
+                        state.event.get("body"),
+                        bool(state.event.get("isBase64Encoded")),
+                        route,
+                        max_body_bytes,
+                    )
+                    if route.body is not None
+                    else {}
+                ),
+                reserve=reserve,
+                sleep=sleep,
+                monotonic=monotonic,
+            )
+            status, payload = implementation(request)
+        except Exception as exc:
+            error = error_of(exc, route.payload_field)
+            if error.status >= 500:
+                state.invocation.logger.exception(f"{route.operation} failed: {error.code}")
+            return _error_response(error)
+        return _json_response(status, payload)
+
+    view.__name__ = route.operation
+    return view
+
+
+def _not_found(app: APIGatewayRestResolver) -> Callable[[Exception], Response[str]]:
+    """404 for an unknown path; 405 (with ``Allow``) for a known path and another method."""
+
+    def not_found(_: Exception) -> Response[str]:
+        path = app.current_event.path
+        allowed = sorted({r.method for r in ROUTES if _template_matches(r.path, path)})
+        if allowed:
+            error = ApiError(405, "MethodNotAllowed", f"{path} accepts {', '.join(allowed)}")
+            return _error_response(error, {"Allow": ", ".join(allowed)})
+        return _error_response(ApiError(404, "NotFound", f"no route for {path}"))
+
+    return not_found
+
+
+def _template_matches(template: str, path: str) -> bool:
+    parts, wanted = path.strip("/").split("/"), template.strip("/").split("/")
+    return len(parts) == len(wanted) and all(
+        w.startswith("{") or w == p for w, p in zip(wanted, parts, strict=True)
+    )
+
+
+def _path_param(name: str, raw: str) -> str:
+    """REST APIs pass the path still percent-encoded; decode each parameter once."""
+    value = urllib.parse.unquote(raw)
+    if not value or not value.isprintable():
+        raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
+    if name == "workflow_id" and len(value) > 256:
+        raise ApiError(400, "InvalidArgumentError", f"{name}: over 256 characters", field=name)
+    return value
+
+
+def _correlation_id(event: Event, context: LambdaContext) -> str:
+    """The caller's ``X-Correlation-Id`` when sane, else API Gateway's request id."""
+    headers: Mapping[str, str] = event.get("headers") or {}
+    for name, value in headers.items():
+        if name.lower() == CORRELATION_HEADER.lower() and _usable_id(value):
+            return value
+    request_id = (event.get("requestContext") or {}).get("requestId")
+    if isinstance(request_id, str) and _usable_id(request_id):
+        return request_id
+    return context.aws_request_id or uuid.uuid4().hex
+
+
+def _usable_id(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_CORRELATION_ID
+        and value.isascii()
+        and value.isprintable()
+    )
+
+
+def _json_response(
+    status: int, payload: Any, headers: Mapping[str, str] | None = None
+) -> Response[str]:
+    from aws_lambda_powertools.event_handler import Response
+
+    return Response(status_code=status, content_type=JSON, body=to_json(payload), headers=headers)
+
+
+def _error_response(error: ApiError, headers: Mapping[str, str] | None = None) -> Response[str]:
+    return _json_response(error.status, error.body(), headers)
+
+
+def _add_header(response: dict[str, Any], name: str, value: str) -> None:
+    if "multiValueHeaders" in response:
+        response["multiValueHeaders"][name] = [value]
+    else:
+        response.setdefault("headers", {})[name] = value

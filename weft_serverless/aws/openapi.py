@@ -1,0 +1,189 @@
+"""The OpenAPI 3.1 document of the HTTP API, generated from the route table.
+
+``docs/openapi.json`` is this module's output, committed; a test regenerates it and fails
+on any difference. Regenerate after changing a route::
+
+    python -m weft_serverless.aws.openapi > docs/openapi.json
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from weft_serverless import __version__
+
+from .routes import ANY, ROUTES, STATUSES, Route, Schema
+
+STATUS_TEXT = {
+    200: "OK",
+    201: "Started; the workflow as it stands after the inline drive (and the wait).",
+    202: "Still running; poll again or wait longer.",
+    400: "Bad input: `field` names it (an update validator's findings are in `issues`).",
+    404: "No such workflow or activity token.",
+    409: "The workflow's state does not allow this now; retry when `retryable` is true.",
+    413: "A payload (or the whole body) is over the size limit; `field` names it.",
+    422: "The update handler raised; nothing was stored.",
+    500: "Unexpected failure; nothing about it is revealed here (see the logs).",
+    503: "Storage unavailable or throttled; retry with the same ids.",
+}
+
+
+def _obj(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
+    return {"type": "object", "properties": properties, "required": required or list(properties)}
+
+
+NULLABLE_STRING: Schema = {"type": ["string", "null"]}
+STATUS: Schema = {"type": "string", "enum": list(STATUSES)}
+
+COMPONENTS: dict[str, Schema] = {
+    "Error": _obj(
+        {
+            "code": {"type": "string", "description": "Stable error code (the class name)."},
+            "message": {"type": "string"},
+            "field": {"type": "string", "description": "The input at fault."},
+            "issues": {"type": "array", "items": {"type": "object"}},
+            "retryable": {"type": "boolean"},
+        },
+        ["code", "message"],
+    ),
+    "Workflow": _obj(
+        {
+            "id": {"type": "string"},
+            "workflow_type": {"type": "string"},
+            "version": {"type": "string"},
+            "status": STATUS,
+            "created_at": {"type": "number", "description": "Epoch seconds."},
+            "updated_at": {"type": "number", "description": "Epoch seconds."},
+            "result": ANY,
+            "error": {"type": ["object", "null"]},
+            "parent_id": NULLABLE_STRING,
+            "owner": {"type": ["object", "null"], "description": "Current claim holder."},
+        }
+    ),
+    "WorkflowSummary": _obj(
+        {
+            "id": {"type": "string"},
+            "workflow_type": {"type": "string"},
+            "status": STATUS,
+            "created_at": {"type": "number"},
+        }
+    ),
+    "WorkflowPage": _obj(
+        {
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/WorkflowSummary"}},
+            "next_cursor": NULLABLE_STRING,
+        }
+    ),
+    "Result": _obj(
+        {
+            "id": {"type": "string"},
+            "status": STATUS,
+            "result": ANY,
+            "error": {"type": ["object", "null"]},
+        }
+    ),
+    "SignalAccepted": _obj(
+        {"id": {"type": "string"}, "signal": {"type": "string"}, "status": STATUS}
+    ),
+    "UpdateResult": _obj({"id": {"type": "string"}, "update": {"type": "string"}, "result": ANY}),
+    "QueryResult": _obj({"id": {"type": "string"}, "query": {"type": "string"}, "result": ANY}),
+    "ActivityAccepted": _obj({"accepted": {"type": "boolean"}}),
+}
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    parameters: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in route.path_params
+    ]
+    parameters += [
+        {"name": f.name, "in": "query", "description": f.description, "schema": f.schema}
+        for f in route.query
+    ]
+    parameters.append({"$ref": "#/components/parameters/CorrelationId"})
+    operation: dict[str, Any] = {
+        "operationId": route.operation,
+        "summary": route.summary,
+        "parameters": parameters,
+    }
+    if route.body is not None:
+        properties = {f.name: {**f.schema, "description": f.description} for f in route.body}
+        schema: Schema = {
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        required = [f.name for f in route.body if f.required]
+        if required:
+            schema["required"] = required
+        operation["requestBody"] = {
+            "required": bool(required),
+            "content": {"application/json": {"schema": schema}},
+        }
+    responses: dict[str, Any] = {}
+    for status in route.success:
+        responses[str(status)] = _response(status, route.response)
+    for status in route.errors:
+        responses[str(status)] = _response(status, "Error")
+    operation["responses"] = responses
+    return operation
+
+
+def _response(status: int, schema: str) -> dict[str, Any]:
+    return {
+        "description": STATUS_TEXT[status],
+        "headers": {"X-Correlation-Id": {"$ref": "#/components/headers/CorrelationId"}},
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document as a dict."""
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+    correlation = "Echoed back; defaults to API Gateway's request id. Every log line carries it."
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "weft-serverless workflow API",
+            "version": __version__,
+            "description": "Start, inspect and talk to durable workflows. Errors are JSON "
+            "with a stable `code`; a rejected request writes nothing.",
+        },
+        "security": [{"sigv4": []}],
+        "paths": paths,
+        "components": {
+            "schemas": COMPONENTS,
+            "parameters": {
+                "CorrelationId": {
+                    "name": "X-Correlation-Id",
+                    "in": "header",
+                    "description": correlation,
+                    "schema": {"type": "string", "maxLength": 128},
+                }
+            },
+            "headers": {
+                "CorrelationId": {"description": correlation, "schema": {"type": "string"}}
+            },
+            "securitySchemes": {
+                "sigv4": {
+                    "type": "apiKey",
+                    "name": "Authorization",
+                    "in": "header",
+                    "description": "AWS Signature Version 4 (the API uses IAM authorization).",
+                    "x-amazon-apigateway-authtype": "awsSigv4",
+                }
+            },
+        },
+    }
+
+
+def render() -> str:
+    """The committed text of ``docs/openapi.json``."""
+    return json.dumps(document(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

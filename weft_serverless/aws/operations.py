@@ -1,0 +1,218 @@
+"""What each API route does, given a validated request: one function per ``Route.operation``.
+
+Each returns ``(status, JSON-able body)`` and lets errors propagate; the handler maps them
+to statuses. Values the engine would refuse later (durations, start times) are checked here
+first, so the 400 can name the field.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weft_serverless import (
+    Engine,
+    InvalidArgumentError,
+    WorkflowDescription,
+    WorkflowNotRunningError,
+)
+from weft_serverless.commands import parse_duration
+
+from .responses import bad_request
+from .scope import Invocation
+
+Reply = tuple[int, Any]
+POLL_SECONDS = 0.25
+TERMINAL = frozenset({"completed", "failed", "cancelled", "timed-out"})
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A validated request: path parameters, query and body fields, and what serves it."""
+
+    engine: Engine
+    invocation: Invocation
+    params: dict[str, str]
+    query: dict[str, Any]
+    body: dict[str, Any]
+    reserve: float
+    sleep: Callable[[float], None]
+    monotonic: Callable[[], float]
+
+    @property
+    def workflow_id(self) -> str:
+        return self.params["workflow_id"]
+
+
+def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
+    """The ``Workflow`` object of the API."""
+    return {
+        "id": description.id,
+        "workflow_type": description.workflow_type,
+        "version": description.version,
+        "status": description.status,
+        "created_at": description.created_at,
+        "updated_at": description.updated_at,
+        "result": description.result,
+        "error": description.error,
+        "parent_id": description.parent_id,
+        "owner": description.owner,
+    }
+
+
+def wait_for(request: Request, workflow_id: str, wait_seconds: float) -> WorkflowDescription:
+    """Poll until the workflow finishes or the wait (capped by the invocation) runs out.
+
+    In manual mode a start drives the run inline, so most short workflows are done before
+    the first poll; waiting only helps when another container is finishing it.
+    """
+    allowed = min(wait_seconds, request.invocation.time_left() - request.reserve)
+    started = request.monotonic()
+    while True:
+        description = request.engine.describe(workflow_id)
+        remaining = allowed - (request.monotonic() - started)
+        if description.status in TERMINAL or remaining <= 0:
+            return description
+        request.sleep(min(POLL_SECONDS, remaining))
+
+
+def start_workflow(request: Request) -> Reply:
+    body = request.body
+    workflow_id = body.get("id") or uuid.uuid4().hex
+    request.invocation.bind(workflow_id=workflow_id)
+    handle = request.engine.start(
+        body["workflow_type"],
+        body.get("input"),
+        id=workflow_id,
+        idempotency_key=body.get("idempotency_key"),
+        execution_timeout=_duration(body, "execution_timeout"),
+        start_at=_start_at(body.get("start_at")),
+        start_after=_duration(body, "start_after"),
+    )
+    if handle.id != workflow_id:  # an idempotency key returned an earlier run
+        request.invocation.bind(workflow_id=handle.id)
+    return 201, workflow_json(wait_for(request, handle.id, body.get("wait_seconds", 0.0)))
+
+
+def list_workflows(request: Request) -> Reply:
+    query = request.query
+    rows, cursor = request.engine.list_page(
+        query.get("status"),
+        query.get("workflow_type"),
+        query.get("limit", 100),
+        query.get("cursor"),
+    )
+    items = [
+        {
+            "id": r.id,
+            "workflow_type": r.workflow_type,
+            "status": r.status,
+            "created_at": r.created_at,
+        }
+        for r in rows
+    ]
+    return 200, {"items": items, "next_cursor": cursor}
+
+
+def describe_workflow(request: Request) -> Reply:
+    return 200, workflow_json(request.engine.describe(request.workflow_id))
+
+
+def get_result(request: Request) -> Reply:
+    description = wait_for(request, request.workflow_id, request.query.get("wait_seconds", 0.0))
+    finished = description.status in TERMINAL
+    body = {
+        "id": description.id,
+        "status": description.status,
+        "result": description.result,
+        "error": description.error,
+    }
+    return (200 if finished else 202), body
+
+
+def signal_workflow(request: Request) -> Reply:
+    name, body = request.params["name"], request.body
+    request.engine.signal(
+        request.workflow_id, name, body.get("payload"), signal_id=body.get("signal_id")
+    )
+    status = request.engine.describe(request.workflow_id).status
+    return 200, {"id": request.workflow_id, "signal": name, "status": status}
+
+
+def update_workflow(request: Request) -> Reply:
+    name, body = request.params["name"], request.body
+    result = request.engine.update(
+        request.workflow_id, name, body.get("payload"), update_id=body.get("update_id")
+    )
+    return 200, {"id": request.workflow_id, "update": name, "result": result}
+
+
+def query_workflow(request: Request) -> Reply:
+    name = request.params["name"]
+    result = request.engine.query(request.workflow_id, name, request.body.get("arg"))
+    return 200, {"id": request.workflow_id, "query": name, "result": result}
+
+
+def cancel_workflow(request: Request) -> Reply:
+    _require_unfinished(request, allow="cancelled")
+    request.engine.cancel(request.workflow_id)
+    return describe_workflow(request)
+
+
+def suspend_workflow(request: Request) -> Reply:
+    request.engine.suspend(request.workflow_id)
+    return describe_workflow(request)
+
+
+def resume_workflow(request: Request) -> Reply:
+    _require_unfinished(request)
+    request.engine.resume(request.workflow_id)
+    return describe_workflow(request)
+
+
+def complete_activity(request: Request) -> Reply:
+    request.engine.complete_activity(request.body["token"], request.body.get("result"))
+    return 200, {"accepted": True}
+
+
+def fail_activity(request: Request) -> Reply:
+    body = request.body
+    error: BaseException | str = body["message"]
+    if "error_type" in body:
+        error = type(body["error_type"], (Exception,), {})(body["message"])
+    request.engine.fail_activity(body["token"], error)
+    return 200, {"accepted": True}
+
+
+def _require_unfinished(request: Request, allow: str | None = None) -> None:
+    """Refuse (409) a control call on a finished run, where the engine would be silent."""
+    status = request.engine.describe(request.workflow_id).status
+    if status in TERMINAL and status != allow:
+        raise WorkflowNotRunningError(request.workflow_id, status)
+
+
+def _duration(body: dict[str, Any], name: str) -> float | None:
+    if name not in body:
+        return None
+    try:
+        seconds = parse_duration(body[name], name)
+    except InvalidArgumentError as exc:
+        raise bad_request(name, str(exc)) from None
+    if seconds <= 0 and name == "execution_timeout":
+        raise bad_request(name, "must be more than 0 seconds")
+    return seconds
+
+
+def _start_at(value: float | str | None) -> float | datetime.datetime | None:
+    if not isinstance(value, str):
+        return value
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise bad_request("start_at", f"{value!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise bad_request("start_at", "needs a time zone (e.g. 2026-01-01T00:00:00Z)")
+    return moment

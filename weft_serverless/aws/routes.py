@@ -1,0 +1,226 @@
+"""The HTTP API as data: one table that the handler registers and the OpenAPI document
+describes, so the two cannot drift apart.
+
+Each ``Route`` lists its path, its body and query fields (as JSON Schema), its success and
+error statuses. The fields also drive request validation (``validation.py``): a bad input is
+refused with a 400 naming the field, before the engine sees it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+Schema = dict[str, Any]
+
+MAX_BODY_BYTES = 1024 * 1024
+"""Bodies above this are refused with a 413 before they are parsed."""
+MAX_WAIT_SECONDS = 25.0
+"""Longest ``wait_seconds``: API Gateway ends an integration after 29 s."""
+STATUSES = ("pending", "running", "suspended", "completed", "failed", "cancelled", "timed-out")
+
+ANY: Schema = {"description": "Any JSON value."}
+ID: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
+DURATION: Schema = {
+    "type": ["number", "string"],
+    "description": "Seconds, or a duration such as '90s', '5m', '1h'.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One body or query field: its name, JSON Schema and whether it must be present."""
+
+    name: str
+    schema: Schema
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One operation of the API."""
+
+    operation: str
+    method: str
+    path: str
+    summary: str
+    success: tuple[int, ...]
+    response: str
+    body: tuple[Field, ...] | None = None
+    query: tuple[Field, ...] = ()
+    errors: tuple[int, ...] = (400, 404, 500)
+    payload_field: str | None = None
+
+    @property
+    def path_params(self) -> list[str]:
+        return re.findall(r"{(\w+)}", self.path)
+
+    @property
+    def resolver_rule(self) -> str:
+        """The path in powertools' syntax: ``/workflows/<workflow_id>``."""
+        return re.sub(r"{(\w+)}", r"<\1>", self.path)
+
+
+_WAIT = Field(
+    "wait_seconds",
+    {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+    "Wait up to this long for the workflow to finish (bounded by the invocation's time).",
+)
+_NAME_ERRORS = (400, 404, 409, 413, 500, 503)
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "start_workflow",
+        "POST",
+        "/workflows",
+        "Start a workflow; optionally wait a bounded time for its result.",
+        (201,),
+        "Workflow",
+        body=(
+            Field("workflow_type", {"type": "string", "minLength": 1}, "Registered type.", True),
+            Field("input", ANY, "The workflow's input."),
+            Field("id", ID, "Workflow id; a random one when absent."),
+            Field("idempotency_key", {"type": "string", "minLength": 1}, "Repeat-safe key."),
+            Field("execution_timeout", DURATION, "End the run timed-out after this long."),
+            Field(
+                "start_at",
+                {"type": ["number", "string"]},
+                "Start later: epoch seconds or an ISO 8601 time with a zone.",
+            ),
+            Field("start_after", DURATION, "Start after this delay."),
+            _WAIT,
+        ),
+        errors=(400, 409, 413, 500, 503),
+        payload_field="input",
+    ),
+    Route(
+        "list_workflows",
+        "GET",
+        "/workflows",
+        "List workflows, oldest first, one page at a time.",
+        (200,),
+        "WorkflowPage",
+        query=(
+            Field("status", {"type": "string", "enum": list(STATUSES)}, "Only this status."),
+            Field("workflow_type", {"type": "string", "minLength": 1}, "Only this type."),
+            Field(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                "Page size.",
+            ),
+            Field("cursor", {"type": "string", "minLength": 1}, "next_cursor of the last page."),
+        ),
+        errors=(400, 500, 503),
+    ),
+    Route(
+        "describe_workflow",
+        "GET",
+        "/workflows/{workflow_id}",
+        "A workflow's status, result or error, and current owner.",
+        (200,),
+        "Workflow",
+    ),
+    Route(
+        "get_result",
+        "GET",
+        "/workflows/{workflow_id}/result",
+        "The outcome: 200 once finished, 202 while it still runs.",
+        (200, 202),
+        "Result",
+        query=(_WAIT,),
+    ),
+    Route(
+        "signal_workflow",
+        "POST",
+        "/workflows/{workflow_id}/signals/{name}",
+        "Deliver a signal (buffered until the workflow waits for it).",
+        (200,),
+        "SignalAccepted",
+        body=(
+            Field("payload", ANY, "The signal's payload."),
+            Field("signal_id", {"type": "string", "minLength": 1, "maxLength": 128}, "Dedup id."),
+        ),
+        errors=_NAME_ERRORS,
+        payload_field="payload",
+    ),
+    Route(
+        "update_workflow",
+        "POST",
+        "/workflows/{workflow_id}/updates/{name}",
+        "Apply an update and return its handler's result.",
+        (200,),
+        "UpdateResult",
+        body=(
+            Field("payload", ANY, "The update's payload."),
+            Field("update_id", {"type": "string", "minLength": 1, "maxLength": 128}, "Dedup id."),
+        ),
+        errors=(*_NAME_ERRORS, 422),
+        payload_field="payload",
+    ),
+    Route(
+        "query_workflow",
+        "POST",
+        "/workflows/{workflow_id}/queries/{name}",
+        "Answer a query from the workflow's current state (read-only).",
+        (200,),
+        "QueryResult",
+        body=(Field("arg", ANY, "The query's argument."),),
+        errors=(400, 404, 413, 500, 503),
+        payload_field="arg",
+    ),
+    *(
+        Route(
+            f"{action}_workflow",
+            "POST",
+            f"/workflows/{{workflow_id}}/{action}",
+            summary,
+            (200,),
+            "Workflow",
+            body=(),
+            errors=(400, 404, 409, 500, 503),
+        )
+        for action, summary in (
+            ("cancel", "Cancel a workflow (repeating it is harmless)."),
+            ("suspend", "Pause a workflow until it is resumed."),
+            ("resume", "Resume a suspended workflow, or drive a running one now."),
+        )
+    ),
+    Route(
+        "complete_activity",
+        "POST",
+        "/activities/complete",
+        "Complete an asynchronous activity with its result (the token is single use).",
+        (200,),
+        "ActivityAccepted",
+        body=(
+            Field("token", {"type": "string", "minLength": 1}, "From complete_async().", True),
+            Field("result", ANY, "The activity's result."),
+        ),
+        errors=(400, 404, 409, 413, 500, 503),
+        payload_field="result",
+    ),
+    Route(
+        "fail_activity",
+        "POST",
+        "/activities/fail",
+        "Fail an attempt of an asynchronous activity; its retry policy decides what follows.",
+        (200,),
+        "ActivityAccepted",
+        body=(
+            Field("token", {"type": "string", "minLength": 1}, "From complete_async().", True),
+            Field("message", {"type": "string"}, "What went wrong.", True),
+            Field(
+                "error_type",
+                {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]{0,99}$"},
+                "Error type name the workflow sees (default ActivityError).",
+            ),
+        ),
+        errors=(400, 404, 409, 500, 503),
+    ),
+)
+
+
+def route_of(operation: str) -> Route:
+    return next(route for route in ROUTES if route.operation == operation)

@@ -1,0 +1,134 @@
+"""Request validation against the route table: one field at a time, naming the field.
+
+A small JSON Schema subset (type, length, range, enum, pattern) is all the table uses, so
+it is checked here by hand rather than with pydantic, which the Lambda package does not
+ship. Unknown fields are refused, so a misspelt option fails loudly instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .responses import ApiError, bad_request
+from .routes import MAX_BODY_BYTES, Field, Route, Schema
+
+
+def parse_body(
+    raw: str | None, base64_encoded: bool, route: Route, limit: int = MAX_BODY_BYTES
+) -> dict[str, Any]:
+    """The JSON body as a dict of known, well-typed fields; 413 above ``limit`` bytes."""
+    fields = route.body or ()
+    size = len(raw.encode()) if raw else 0
+    if base64_encoded:
+        size = size * 3 // 4
+    if size > limit:
+        raise ApiError(
+            413,
+            "PayloadTooLargeError",
+            f"the request body is about {size} bytes, over the limit of {limit} bytes",
+            field="body",
+        )
+    text = raw or ""
+    if base64_encoded:
+        try:
+            text = base64.b64decode(text, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise bad_request("body", "is not valid base64-encoded UTF-8") from None
+    if not text.strip():
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(text, parse_constant=_reject_constant)
+        except ValueError as exc:
+            raise bad_request("body", f"is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise bad_request("body", f"must be a JSON object, not {_json_type(data)}")
+    return _check_fields(data, fields, "body")
+
+
+def parse_query(params: Mapping[str, str] | None, route: Route) -> dict[str, Any]:
+    """Query parameters converted to their declared types; unknown ones are refused."""
+    data: dict[str, Any] = {}
+    for name, text in (params or {}).items():
+        field = next((f for f in route.query if f.name == name), None)
+        kind = field.schema.get("type") if field is not None else None
+        try:
+            data[name] = (
+                int(text) if kind == "integer" else float(text) if kind == "number" else text
+            )
+        except ValueError:
+            raise bad_request(name, f"must be {_article(str(kind))}, got {text!r}") from None
+    return _check_fields(data, route.query, "query")
+
+
+def _check_fields(data: dict[str, Any], fields: tuple[Field, ...], where: str) -> dict[str, Any]:
+    known = {field.name: field for field in fields}
+    for name in data:
+        if name not in known:
+            expected = ", ".join(known) or "none"
+            raise bad_request(name, f"is not a {where} field of this route (expected: {expected})")
+    for field in fields:
+        if field.name not in data:
+            if field.required:
+                raise bad_request(field.name, "is required")
+            continue
+        check_value(field.name, field.schema, data[field.name])
+    return data
+
+
+def check_value(name: str, schema: Schema, value: Any) -> None:
+    """Check ``value`` against the small JSON Schema subset the route table uses."""
+    kinds = schema.get("type")
+    if kinds is None:
+        return
+    allowed = [kinds] if isinstance(kinds, str) else list(kinds)
+    if _json_type(value) not in allowed and not ("number" in allowed and _is_int(value)):
+        wanted = " or ".join(_article(kind) for kind in allowed)
+        raise bad_request(name, f"must be {wanted}, not {_json_type(value)}")
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            raise bad_request(name, "must not be empty")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise bad_request(name, f"must be at most {schema['maxLength']} characters")
+        if "enum" in schema and value not in schema["enum"]:
+            raise bad_request(name, f"must be one of {', '.join(schema['enum'])}")
+        if "pattern" in schema and not re.match(schema["pattern"], value):
+            raise bad_request(name, f"must match {schema['pattern']}")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise bad_request(name, f"must be at least {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise bad_request(name, f"must be at most {schema['maximum']}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _article(kind: str) -> str:
+    return ("an " if kind[:1] in "aeiou" else "a ") + kind
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,294 @@
+"""Operator commands against a store: ``weft list``, ``show``, ``signal``, ``cancel``, ``result``.
+
+They read and write through an ``Engine`` (``target.operator_engine``), so the same rules hold
+as for the application: a signal is buffered and its wake-up timer written atomically; a
+cancel under workflow-lease rotates the epoch so a still-running owner stops at its next write.
+Output is an aligned table for people, or one JSON document with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from typing import TYPE_CHECKING, Any
+
+from weft_serverless.cli_commands import render
+from weft_serverless.cli_commands.target import (
+    UsageError,
+    add_target_arguments,
+    load_workflows,
+    operator_engine,
+)
+
+if TYPE_CHECKING:
+    from weft_serverless.engine.engine import Engine
+    from weft_serverless.engine.handle import WorkflowDescription
+
+# ``weft result`` exit status for a run that has not finished (0 done, 1 failed or error).
+NOT_FINISHED_EXIT = 3
+
+
+def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Declare the operator subcommands on ``weft``'s subparsers."""
+    listing = subcommands.add_parser("list", help="list workflows by status and type")
+    listing.add_argument("--status", help="pending, running, suspended, completed, failed, ...")
+    listing.add_argument("--type", dest="workflow_type", help="only this workflow type")
+    listing.add_argument("--limit", type=int, default=50, help="rows per page (default: 50)")
+    listing.add_argument("--cursor", help="continue after a previous page")
+    add_target_arguments(listing)
+    listing.set_defaults(handler=cmd_list)
+
+    show = subcommands.add_parser("show", help="one workflow: state, owner and step timeline")
+    show.add_argument("id", help="workflow id")
+    add_target_arguments(show)
+    show.set_defaults(handler=cmd_show)
+
+    signal = subcommands.add_parser("signal", help="send a signal to a workflow")
+    signal.add_argument("id", help="workflow id")
+    signal.add_argument("name", help="signal name")
+    signal.add_argument("--payload", default="null", help="JSON payload (default: null)")
+    signal.add_argument("--signal-id", help="deduplication id: a repeat is delivered once")
+    _add_workflows_option(signal)
+    add_target_arguments(signal)
+    signal.set_defaults(handler=cmd_signal)
+
+    cancel = subcommands.add_parser("cancel", help="cancel a workflow")
+    cancel.add_argument("id", help="workflow id")
+    _add_workflows_option(cancel)
+    add_target_arguments(cancel)
+    cancel.set_defaults(handler=cmd_cancel)
+
+    result = subcommands.add_parser(
+        "result",
+        help="a workflow's result",
+        description=(
+            f"Print the result of a finished workflow. Exit 0 when it completed, 1 when it "
+            f"failed, was cancelled or timed out, {NOT_FINISHED_EXIT} when it is not finished."
+        ),
+    )
+    result.add_argument("id", help="workflow id")
+    add_target_arguments(result)
+    result.set_defaults(handler=cmd_result)
+
+
+def _add_workflows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workflows",
+        metavar="MODULE",
+        help=(
+            "module with a 'workflows' dict: drive the woken workflow here; without it the "
+            "signal is stored and its owner or the next maintenance pass delivers it"
+        ),
+    )
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with operator_engine(args) as engine:
+        rows, cursor = engine.list_page(
+            status=args.status,
+            workflow_type=args.workflow_type,
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+    if args.json:
+        out = {
+            "workflows": [
+                {
+                    "id": row.id,
+                    "type": row.workflow_type,
+                    "status": row.status,
+                    "created_at": row.created_at,
+                }
+                for row in rows
+            ],
+            "next_cursor": cursor,
+        }
+        print(render.dumps(out))
+        return 0
+    if not rows:
+        print("no workflows")
+        return 0
+    cells = [[r.id, r.workflow_type, r.status, render.timestamp(r.created_at)] for r in rows]
+    print(render.table(("ID", "TYPE", "STATUS", "CREATED (UTC)"), cells))
+    if cursor is not None:
+        print(f"\nmore: weft list ... --cursor '{cursor}'")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from weft_serverless.engine.records import load_history
+    from weft_serverless.errors import WorkflowNotFoundError
+
+    with operator_engine(args) as engine:
+        description = engine.describe(args.id)
+        history = load_history(engine.runtime.storage, args.id)
+        owner = _owner(engine, args.id)
+    if history is None:
+        raise WorkflowNotFoundError(args.id)
+    steps = render.timeline(history)
+    buffered = {name: len(queue) for name, queue in history.signals.items() if queue}
+    if args.json:
+        out = {
+            **_description_json(description),
+            "owner": owner,
+            "steps": [step.as_json() for step in steps],
+            "buffered_signals": buffered,
+        }
+        print(render.dumps(out))
+        return 0
+    fields = [
+        ("workflow", description.id),
+        ("type", f"{description.workflow_type} (version {description.version})"),
+        ("status", description.status),
+        ("created", render.timestamp(description.created_at)),
+        ("updated", render.timestamp(description.updated_at)),
+    ]
+    if description.parent_id:
+        fields.append(("parent", description.parent_id))
+    fields.append(("owner", _owner_text(owner)))
+    if description.status == "completed":
+        fields.append(("result", render.dumps(description.result)))
+    if description.error:
+        error = description.error
+        fields.append(("error", f"{error.get('type', '')}: {error.get('message', '')}"))
+    if buffered:
+        fields.append(("signals", ", ".join(f"{n} x{c}" for n, c in sorted(buffered.items()))))
+    width = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        print(f"{name.ljust(width)}  {value}")
+    print()
+    if steps:
+        print(render.table(render.STEP_HEADERS, render.step_rows(steps)))
+    else:
+        print("no steps recorded yet")
+    return 0
+
+
+def _owner(engine: Engine, workflow_id: str) -> dict[str, Any] | None:
+    """The workflow-lease holder and epoch, read straight from the workflow's partition."""
+    from weft_serverless.codec import decode
+    from weft_serverless.storage import keys
+
+    storage = engine.runtime.storage
+    holder = storage.get(keys.owner_holder_key(workflow_id))
+    epoch = storage.get(keys.owner_epoch_key(workflow_id))
+    if holder is None and epoch is None:
+        return None
+    owner: dict[str, Any] = {"holder": None, "epoch": int.from_bytes(epoch or b"", "big")}
+    if holder is not None:
+        owner["holder"] = decode(holder)
+    return owner
+
+
+def _owner_text(owner: dict[str, Any] | None) -> str:
+    if owner is None:
+        return "- (no per-workflow ownership in this store)"
+    holder = owner["holder"]
+    if holder is None:
+        return f"none: no engine holds it (epoch {owner['epoch']})"
+    expires = holder.get("expires_at")
+    return (
+        f"engine {holder.get('engine_id')} (epoch {holder.get('epoch')}), claim expires "
+        f"{render.timestamp(expires)} ({render.relative(expires)})"
+    )
+
+
+def _description_json(description: WorkflowDescription) -> dict[str, Any]:
+    return {
+        "id": description.id,
+        "type": description.workflow_type,
+        "version": description.version,
+        "status": description.status,
+        "created_at": description.created_at,
+        "updated_at": description.updated_at,
+        "parent_id": description.parent_id,
+        "result": description.result,
+        "error": description.error,
+    }
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    try:
+        payload = json.loads(args.payload)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload is not JSON: {exc}") from None
+    workflows = load_workflows(args.workflows) if args.workflows else None
+    with (
+        _driving(workflows) as registry,
+        operator_engine(args, writes=True, workflows=registry) as engine,
+    ):
+        engine.signal(args.id, args.name, payload, signal_id=args.signal_id)
+        status = engine.describe(args.id).status
+    if args.json:
+        print(render.dumps({"id": args.id, "signal": args.name, "status": status}))
+    else:
+        print(f"signal {args.name!r} stored for {args.id} (status now: {status})")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    workflows = load_workflows(args.workflows) if args.workflows else None
+    with (
+        _driving(workflows) as registry,
+        operator_engine(args, writes=True, workflows=registry) as engine,
+    ):
+        before = engine.describe(args.id)
+        if not before.is_terminal:
+            engine.cancel(args.id)
+        status = engine.describe(args.id).status
+    if args.json:
+        print(render.dumps({"id": args.id, "status": status}))
+    elif before.is_terminal:
+        print(f"{args.id} is already {status}; nothing to cancel")
+    else:
+        print(f"{args.id} is {status}")
+    return 0
+
+
+def cmd_result(args: argparse.Namespace) -> int:
+    with operator_engine(args) as engine:
+        description = engine.describe(args.id)
+    finished = description.is_terminal
+    if args.json:
+        out = {
+            "id": description.id,
+            "status": description.status,
+            "result": description.result,
+            "error": description.error,
+        }
+        print(render.dumps(out))
+    elif description.status == "completed":
+        print(render.dumps(description.result, pretty=True))
+    elif finished:
+        error = description.error or {}
+        detail = f": {error.get('type', '')}: {error.get('message', '')}" if error else ""
+        print(f"weft: {description.id} is {description.status}{detail}", file=sys.stderr)
+    else:
+        print(f"weft: {description.id} is {description.status}, not finished", file=sys.stderr)
+    if description.status == "completed":
+        return 0
+    return 1 if finished else NOT_FINISHED_EXIT
+
+
+@contextmanager
+def _driving(workflows: dict[str, Any] | None) -> Iterator[dict[str, Any] | None]:
+    """Set up a write that may wake a workflow; yields the registry to build the engine with.
+
+    With workflows, the woken run is driven here and its activities may print: that goes to
+    stderr, so stdout keeps only the command's answer (valid JSON with ``--json``). Without,
+    the command only stores the write, by design, and the engine's warning that it cannot
+    drive the run's type would read like a failure, so it is silenced.
+    """
+    engine_logger = logging.getLogger("weft_serverless.engine")
+    level = engine_logger.level
+    if workflows is None:
+        engine_logger.setLevel(logging.ERROR)
+    try:
+        with redirect_stdout(sys.stderr):
+            yield workflows
+    finally:
+        engine_logger.setLevel(level)
