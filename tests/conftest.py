@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from dynamodb_support import DYNAMODB_BACKENDS
 
 from weft_serverless.storage.base import Storage
 from weft_serverless.storage.memory import MemoryStorage
@@ -53,6 +54,7 @@ def sqlite_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Opener:
 BACKENDS: dict[str, BackendSetup] = {
     "memory": memory_backend,
     "sqlite": sqlite_backend,
+    **DYNAMODB_BACKENDS,  # "dynamodb" (moto in-process), "dynamodb-http" (moto's server)
 }
 
 
