@@ -20,6 +20,7 @@ from weft_serverless import Engine
 
 from . import operations
 from .context import LambdaContext
+from .logs import get_logger
 from .operations import Reply, Request
 from .responses import ApiError, error_of, to_json
 from .routes import MAX_BODY_BYTES, ROUTES, Route
@@ -69,6 +70,7 @@ def make_api_handler(
     """
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
+    get_logger()  # powertools loads now, in Lambda's init phase, not in the first invocation
     reserve = (
         step_reserve
         if step_reserve is not None

@@ -16,6 +16,7 @@ from typing import Any
 from weft_serverless import Engine, MaintenanceReport
 
 from .context import LambdaContext
+from .logs import get_logger
 from .runtime import get_engine, seconds_from_env
 from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
 
@@ -49,6 +50,7 @@ def make_maintenance_handler(
         sleep: Waits between passes (injectable so tests never sleep).
         monotonic: Clock that paces the passes.
     """
+    get_logger()  # powertools loads now, in Lambda's init phase, not in the first invocation
     tick = tick_seconds if tick_seconds is not None else seconds_from_env(TICK_ENV, 0.0)
     margin = (
         margin_seconds

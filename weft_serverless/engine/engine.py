@@ -357,16 +357,23 @@ class Engine:
         previous = (self._rt.time_left, self._rt.step_reserve)
         self._rt.time_left, self._rt.step_reserve = time_left, step_reserve
         beat = Heartbeat(self._rt) if heartbeat and self._rt.fence.renew_interval else None
+        dying = False
         try:
             if beat is not None:
                 beat.start()
             yield self
+        except BaseException as exc:
+            # A process that is dying (SystemExit, KeyboardInterrupt, a simulated crash)
+            # releases nothing: its claims expire and are taken over, as after a real crash.
+            dying = not isinstance(exc, Exception)
+            raise
         finally:
             if beat is not None:
                 beat.stop()
             self._rt.time_left, self._rt.step_reserve = previous
-            released = self._rt.fence.release_parked()
-            self._rt.metrics.incr("claims_released_at_invocation_end", released)
+            if not dying:
+                released = self._rt.fence.release_parked()
+                self._rt.metrics.incr("claims_released_at_invocation_end", released)
 
     def run_maintenance(
         self, now: float | None = None, *, budget_seconds: float | None = None

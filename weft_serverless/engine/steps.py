@@ -7,6 +7,7 @@ record and its timer) is committed before returning ``None``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,8 @@ from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_r
 from .records import History, error_record
 from .run_step import advance_run
 from .runtime import Runtime, logger
+
+_deferrals = itertools.count()
 
 
 class StepRunner:
@@ -143,7 +146,8 @@ class StepRunner:
     def yield_to_next_invocation(self, slot: str, attempt: int) -> None:
         """Too little time left to start this step: park behind a timer that is due now."""
         now = self.rt.now()
-        timer = keys.timer_key(now, self.workflow_id, f"b{slot}#{attempt}#{keys.ms(now)}")
+        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{next(_deferrals):08d}"  # never reuses a key
+        timer = keys.timer_key(now, self.workflow_id, tag)
         commit(self.rt, self.workflow_id, [], [Put(timer, timer_value(self.workflow_id, "budget"))])
         self.rt.metrics.incr("steps_deferred_for_budget")
 

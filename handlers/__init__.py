@@ -1,0 +1,1 @@
+"""Lambda entry points: thin modules over ``weft_serverless.aws``."""
