@@ -48,6 +48,20 @@ def _default(obj: Any) -> msgpack.ExtType:
         return msgpack.ExtType(_EXT_TUPLE, _pack(list(obj)))
     if isinstance(obj, uuid.UUID):
         return msgpack.ExtType(_EXT_UUID, obj.bytes)
+    # strict_types sends subclasses here (IntEnum, StrEnum, OrderedDict, ...): store their
+    # plain base value, as json would.
+    if isinstance(obj, str):
+        return str.__str__(obj)  # the value, not an Enum's "Cls.NAME" rendering
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj)
+    if isinstance(obj, bytes):
+        return bytes(obj)
+    if isinstance(obj, dict):
+        return dict(obj)
+    if isinstance(obj, list):
+        return list(obj)
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 

@@ -250,6 +250,8 @@ def _commands(items: tuple[Any, ...], what: str) -> tuple[Command[Any], ...]:
                 f"ctx.{what}() argument {index} is {type(item).__name__}, not a command "
                 "(pass e.g. ctx.run(...), not its result)"
             )
-        if isinstance(item, Record):
-            raise InvalidArgumentError(f"ctx.{what}() cannot take {item.name}(); yield it alone")
+        if isinstance(item, Record | GetVersion):
+            raise InvalidArgumentError(
+                f"ctx.{what}() cannot take {item.signature()}; yield it alone"
+            )
     return tuple(flat)

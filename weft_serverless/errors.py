@@ -231,7 +231,9 @@ class WorkflowNotRunningError(WeftError):
     """The call needs a workflow that has not finished, and this one has."""
 
     def __init__(self, workflow_id: str, status: str) -> None:
-        super().__init__(f"workflow {workflow_id!r} is {status}; it no longer accepts this call")
+        super().__init__(
+            f"workflow {workflow_id!r} is {status}; this call needs a running workflow"
+        )
         self.workflow_id = workflow_id
         self.status = status
 

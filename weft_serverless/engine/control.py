@@ -58,7 +58,8 @@ def _transition(
         if state.status not in allowed:
             return state, None
         new, ops = transition_ops(state, to_status, rt.now(), None, error)
-        if to_status in TERMINAL and children_to_close(rt, workflow_id):
+        closing = to_status in TERMINAL and bool(children_to_close(rt, workflow_id))
+        if closing:
             ops.append(close_children_timer(workflow_id, rt.now()))
         fragment = (
             rt.fence.rotate_fragment(workflow_id)
@@ -68,7 +69,7 @@ def _transition(
         conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
         ops += fragment.ops + (extra(state) if extra else [])
         if rt.storage.conditional_batch(conditions, ops):
-            if to_status in TERMINAL:
+            if closing:
                 rt.closed_runs.append(workflow_id)
             return state, new
         if not rotate:
@@ -76,12 +77,12 @@ def _transition(
     raise WeftError(f"{to_status} of {workflow_id!r} kept racing other writers; try again")
 
 
-def cancel(rt: Runtime, workflow_id: str) -> WorkflowState:
-    """Cancel a non-terminal run; a terminal one is returned unchanged."""
+def cancel(rt: Runtime, workflow_id: str) -> tuple[WorkflowState, bool]:
+    """Cancel a non-terminal run; returns its state and whether this call cancelled it."""
     before, after = _transition(
         rt, workflow_id, CANCELLED, frozenset({PENDING, RUNNING, SUSPENDED}), rotate=True
     )
-    return after or before
+    return (after, True) if after is not None else (before, False)
 
 
 def time_out(rt: Runtime, workflow_id: str) -> bool:
@@ -215,8 +216,7 @@ def close_children(rt: Runtime, workflow_id: str) -> int:
     closed = 0
     for child_id in children_to_close(rt, workflow_id):
         try:
-            cancel(rt, child_id)
-            closed += 1
+            closed += cancel(rt, child_id)[1]
         except WorkflowNotFoundError:
             continue
     return closed

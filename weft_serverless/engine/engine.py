@@ -29,7 +29,7 @@ from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .maintenance import Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
-from .records import RUNNING, SUSPENDED, WorkflowState
+from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState
 from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
 from .store_lease import StoreLease
 from .workflow_lease import WorkflowLease
@@ -285,8 +285,8 @@ class Engine:
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._check_open()
-        state = control.cancel(self._rt, _check_id(workflow_id))
-        if state.parent and state.parent.get("await", True):
+        state, cancelled = control.cancel(self._rt, _check_id(workflow_id))
+        if cancelled and state.parent and state.parent.get("await", True):
             self._wake(state.parent["id"], "child-completion")
         self._settle()
 
@@ -321,9 +321,9 @@ class Engine:
         self._check_open()
         if self.describe(workflow_id).status == SUSPENDED:
             control.resume_suspended(self._rt, workflow_id)
-        status = self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
+        outcome = self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
         self._settle()
-        return status
+        return outcome if outcome in STATUSES else self.describe(workflow_id).status
 
     @contextmanager
     def invocation(

@@ -27,7 +27,7 @@ from weft_serverless.storage.base import Condition, Put
 from .commit import LostCommit, timer_value
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
-from .records import RUNNING, WorkflowState
+from .records import RUNNING, WorkflowState, cut_message
 from .updates import IncomingUpdate
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 MAX_UPDATE_ID_LENGTH = 128
+DEFAULT_UPDATE_WAIT = 30.0  # how long an update waits for a drive on this engine to finish
 
 
 def send_update(
@@ -56,7 +57,7 @@ def send_update(
         )
     encoded = rt.encode_payload(payload, f"payload of update {name!r}")
     update = IncomingUpdate(update_id or uuid.uuid4().hex, name, encoded)
-    with dispatcher.exclusive(workflow_id, timeout):
+    with dispatcher.exclusive(workflow_id, DEFAULT_UPDATE_WAIT if timeout is None else timeout):
         for _ in range(3):
             answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
             if answered is not None:
@@ -117,7 +118,11 @@ def complete_async(
     workflow_id, slot, attempt = parsed
     if failed:
         error_type = type(error).__name__ if isinstance(error, BaseException) else "ActivityError"
-        record: dict[str, Any] = {"ok": False, "type": error_type, "message": str(error or "")}
+        record: dict[str, Any] = {
+            "ok": False,
+            "type": error_type,
+            "message": cut_message(str(error or "")),
+        }
     else:
         record = {"ok": True, "v": rt.encode_payload(result, "async activity result")}
     pending_key = keys.pending_key(workflow_id, f"{slot}@{attempt}")

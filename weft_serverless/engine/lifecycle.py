@@ -213,7 +213,8 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
-    if open_children(history):
+    closing = bool(open_children(history))
+    if closing:
         ops.append(close_children_timer(new.id, rt.now()))
     with rt.fence.release_for_terminal(new.id) as release:
         conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
@@ -222,7 +223,8 @@ def finish(
         rt.metrics.workflows_completed += 1
     else:
         rt.metrics.workflows_failed += 1
-    rt.closed_runs.append(new.id)
+    if closing:
+        rt.closed_runs.append(new.id)
     return new
 
 

@@ -43,7 +43,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
         if attempts and rt.now() < attempts[-1]["due"]:
             return None
         number = len(attempts) + 1
-        result = _async_outcome(runner, slot, number)
+        result = _async_outcome(runner, cmd, slot, number)
         if result is None and f"{slot}@{number}" in runner.history.pending:
             return None  # started asynchronously; waiting for complete/fail_activity
         if result is None:
@@ -80,7 +80,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
         return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
 
 
-def _async_outcome(runner: StepRunner, slot: str, number: int) -> AttemptResult | None:
+def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> AttemptResult | None:
     record = runner.history.async_results.get(f"{slot}#{number:04d}")
     if record is None:
         return None
@@ -90,7 +90,7 @@ def _async_outcome(runner: StepRunner, slot: str, number: int) -> AttemptResult 
         ok=False,
         error_type=record.get("type", "Error"),
         message=record.get("message", ""),
-        retryable=bool(record.get("retryable", True)),
+        retryable=cmd.retry.is_retryable([record.get("type", "Error")], None),
     )
 
 

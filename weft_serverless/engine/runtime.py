@@ -6,6 +6,7 @@ The ``Engine`` facade holds one ``Runtime`` and hands it to single-concern funct
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -78,10 +79,14 @@ class Runtime:
         return self.time_left() < max(self.step_reserve, needed or 0.0)
 
     def activity(self, definition: WorkflowDefinition, name: str) -> ActivityDefinition:
+        declared = definition.activities[name]
         override = self.activity_overrides.get(name)
-        if override is not None:
-            return ActivityDefinition.of(name, override)
-        return definition.activities[name]
+        if override is None:
+            return declared
+        replaced = ActivityDefinition.of(name, override)
+        if replaced.verify is None and declared.verify is not None:
+            replaced = dataclasses.replace(replaced, verify=declared.verify)
+        return replaced
 
     def encode_payload(self, value: Any, what: str) -> bytes:
         """Encode a user value and enforce the payload limit before anything is written."""

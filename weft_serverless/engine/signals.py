@@ -71,6 +71,9 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
     if signal_id is not None:
         conditions.append(Condition(keys.signal_id_key(workflow_id, signal_id), None))
     if conditions:
-        return rt.storage.conditional_batch(conditions, ops)
+        delivered = rt.storage.conditional_batch(conditions, ops)
+        if not delivered and rt.fence.mode == "lease":
+            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
+        return delivered
     rt.storage.batch(ops)
     return True

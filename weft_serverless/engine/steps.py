@@ -286,7 +286,12 @@ class StepRunner:
                 {"v": encode(child_id)},
                 conditions=fragment.conditions,
                 ops=fragment.ops,
-                after_commit=[lambda: self.enqueue(child_id)],
+                after_commit=[
+                    lambda: self.history.pending.__setitem__(
+                        slot, {"child_id": child_id, "policy": cmd.parent_close_policy}
+                    ),
+                    lambda: self.enqueue(child_id),
+                ],
             )
             return done
         if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
