@@ -74,6 +74,8 @@ def _transition(
             return state, new
         if not rotate:
             rt.fence.forget_start(workflow_id)
+        if rt.fence.mode == "lease":
+            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
     raise WeftError(f"{to_status} of {workflow_id!r} kept racing other writers; try again")
 
 

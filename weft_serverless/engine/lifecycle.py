@@ -108,6 +108,8 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
     if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
         return state.id
     rt.fence.forget_start(state.id)
+    if rt.fence.mode == "lease":
+        rt.fence.on_lost_commit(state.id)  # raises if this engine lost the store-wide lease
     if state.idempotency_key is not None:
         existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
         if existing is not None:

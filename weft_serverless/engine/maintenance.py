@@ -19,7 +19,7 @@ from typing import Any
 from weft_serverless.codec import decode
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Key
+from weft_serverless.storage.base import Delete, Key, Op
 
 from . import control
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
@@ -83,7 +83,7 @@ def fire_due_timers(
             continue
         if outcome != COLLECT:
             report.workflows_driven += 1
-        rt.storage.delete_many(key for key, _, _ in timers)
+        delete_fired(rt, [key for key, _, _ in timers])
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
@@ -106,7 +106,20 @@ def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]
     wake = sorted(kinds - {DEADLINE, CLOSE_CHILDREN})
     if not wake:
         return COLLECT
-    return dispatcher.run(workflow_id, wake[0])
+    return dispatcher.run(workflow_id, "+".join(wake))
+
+
+def delete_fired(rt: Runtime, timers: list[Key]) -> None:
+    """Delete fired timers; under ``lease`` each chunk is fenced like every engine write."""
+    fence = rt.fence.external_conditions()
+    if not fence:
+        rt.storage.delete_many(timers)
+        return
+    size = rt.storage.capabilities().max_batch_ops - len(fence)
+    for start in range(0, len(timers), size):
+        chunk: list[Op] = [Delete(key) for key in timers[start : start + size]]
+        if not rt.storage.conditional_batch(fence, chunk):
+            rt.fence.on_lost_commit(timers[0].partition)
 
 
 def next_due(rt: Runtime) -> float | None:

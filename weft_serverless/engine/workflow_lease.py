@@ -126,6 +126,7 @@ class WorkflowLease(Ownership):
     def start_fragment(self, workflow_id: str) -> Fragment:
         fragment, claim = self._claim_fragment(workflow_id, None, None)
         claim.fresh = True
+        self.rt.metrics.incr("claim_attempts.acquired")  # undone by forget_start if refused
         with self._lock:
             self.claims[workflow_id] = claim
         return fragment
@@ -133,6 +134,8 @@ class WorkflowLease(Ownership):
     def forget_start(self, workflow_id: str) -> None:
         with self._lock:
             self.claims.pop(workflow_id, None)
+        self.rt.metrics.incr("claim_attempts.acquired", -1)
+        self.rt.metrics.incr("claim_attempts.lost_race")
 
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
@@ -192,7 +195,13 @@ class WorkflowLease(Ownership):
         if holder_bytes is None and self._try_claim(workflow_id, epoch_bytes, None, "acquired"):
             self.claims[workflow_id].driving = True
             return "drive"
-        return self._retain_or_collect(workflow_id, explicit)
+        verdict = self._retain_or_collect(workflow_id, explicit)
+        if verdict == "retain":
+            warn(
+                WorkflowWakeDiscarded,
+                f"workflow {workflow_id!r}: {kind} wake left to the engine that holds it",
+            )
+        return verdict
 
     def _retain_or_collect(self, workflow_id: str, explicit: bool) -> Verdict:
         state = self._status(workflow_id)
