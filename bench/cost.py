@@ -18,7 +18,7 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
-from weft_serverless import Engine, workflow  # noqa: E402
+from weft_serverless import Engine, workflow
 
 PAYLOAD = "x" * 1000
 SHORT, LONG = 10, 30
@@ -68,8 +68,10 @@ def main() -> None:
     from weft_serverless.storage.dynamodb_meter import READ_UNIT_PRICE_USD, WRITE_UNIT_PRICE_USD
 
     print(f"DynamoDB on moto: sequential workflow, each step returns {len(PAYLOAD)} bytes")
-    print(f"prices: ${WRITE_UNIT_PRICE_USD * 1e6:.3f} per million write units, "
-          f"${READ_UNIT_PRICE_USD * 1e6:.3f} per million read units (on-demand)")
+    print(
+        f"prices: ${WRITE_UNIT_PRICE_USD * 1e6:.3f} per million write units, "
+        f"${READ_UNIT_PRICE_USD * 1e6:.3f} per million read units (on-demand)"
+    )
     header = (
         f"{'ownership':<15}{'req/step':>9}{'WRU/step':>9}{'RRU/step':>9}"
         f"{'$/M steps':>11}   {'whole run of ' + str(LONG) + ' steps: req, WRU, RRU':<34}"

@@ -23,19 +23,18 @@ from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import control, interactions, lifecycle, listing, signals
-from .background import BackgroundDriver, Heartbeat
+from .arguments import Duration, check_id, check_registry, start_time
+from .background import BackgroundDriver
 from .dispatch import Dispatcher
 from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
+from .invocation import invocation_scope
 from .maintenance import Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
 from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState
 from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
 from .store_lease import StoreLease
 from .workflow_lease import WorkflowLease
-
-MAX_WORKFLOW_ID_LENGTH = 256
-Duration = float | int | str | datetime.timedelta
 
 
 class Engine:
@@ -76,7 +75,7 @@ class Engine:
         per workflow, so many engines can share a store; the mode for Lambda). Timing rules
         are checked before anything is read: renew interval < ttl, ttl >= 3 x renew interval.
         """
-        _check_registry(workflows)
+        check_registry(workflows)
         if background_tasks not in ("manual", "automatic"):
             raise ConfigurationError(
                 f"background_tasks must be 'manual' or 'automatic', got {background_tasks!r}"
@@ -187,7 +186,7 @@ class Engine:
             raise InvalidArgumentError("idempotency_key must be a non-empty string")
         if start_at is not None and start_after is not None:
             raise InvalidArgumentError("pass start_at or start_after, not both")
-        due = _start_time(self._rt.now(), start_at, start_after)
+        due = start_time(self._rt.now(), start_at, start_after)
         timeout = None
         if execution_timeout is not None:
             timeout = parse_duration(execution_timeout, "execution_timeout")
@@ -197,7 +196,7 @@ class Engine:
         return lifecycle.new_state(
             self._rt,
             workflow_type,
-            _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex,
+            check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex,
             encoded,
             idempotency_key=idempotency_key,
             start_at=due,
@@ -205,10 +204,10 @@ class Engine:
         )
 
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
-        return WorkflowHandle(self, _check_id(workflow_id))
+        return WorkflowHandle(self, check_id(workflow_id))
 
     def describe(self, workflow_id: str) -> WorkflowDescription:
-        data = self._rt.storage.get(keys.state_key(_check_id(workflow_id)))
+        data = self._rt.storage.get(keys.state_key(check_id(workflow_id)))
         if data is None:
             raise WorkflowNotFoundError(workflow_id)
         owner = self._rt.fence.owner_of(workflow_id)
@@ -240,7 +239,7 @@ class Engine:
     ) -> None:
         """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
         self._check_open()
-        if signals.deliver(self._rt, _check_id(workflow_id), name, payload, signal_id):
+        if signals.deliver(self._rt, check_id(workflow_id), name, payload, signal_id):
             self._wake(workflow_id, "signal")
 
     def update(
@@ -261,7 +260,7 @@ class Engine:
         """
         self._check_open()
         result = interactions.send_update(
-            self._rt, self._dispatcher, _check_id(workflow_id), name, payload, update_id, timeout
+            self._rt, self._dispatcher, check_id(workflow_id), name, payload, update_id, timeout
         )
         self._settle()
         return result
@@ -269,7 +268,7 @@ class Engine:
     def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
         """Answer a query from the workflow's current state, read-only, on any engine."""
         self._check_open()
-        return interactions.run_query(self._rt, _check_id(workflow_id), name, arg)
+        return interactions.run_query(self._rt, check_id(workflow_id), name, arg)
 
     def complete_activity(self, token: str, result: Any = None) -> None:
         """Complete an async activity with ``result`` (single use) and resume its workflow."""
@@ -285,7 +284,7 @@ class Engine:
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._check_open()
-        state, cancelled = control.cancel(self._rt, _check_id(workflow_id))
+        state, cancelled = control.cancel(self._rt, check_id(workflow_id))
         if cancelled and state.parent and state.parent.get("await", True):
             self._wake(state.parent["id"], "child-completion")
         self._settle()
@@ -293,12 +292,12 @@ class Engine:
     def suspend(self, workflow_id: str) -> None:
         """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
         self._check_open()
-        control.suspend(self._rt, _check_id(workflow_id))
+        control.suspend(self._rt, check_id(workflow_id))
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""
         self._check_open()
-        if control.retry_failed(self._rt, _check_id(workflow_id)):
+        if control.retry_failed(self._rt, check_id(workflow_id)):
             self._wake(workflow_id, "resume")
 
     # -- recovery and maintenance ---------------------------------------------------------------
@@ -321,7 +320,7 @@ class Engine:
         self._check_open()
         if self.describe(workflow_id).status == SUSPENDED:
             control.resume_suspended(self._rt, workflow_id)
-        outcome = self._dispatcher.run(_check_id(workflow_id), "resume", swallow_errors=False)
+        outcome = self._dispatcher.run(check_id(workflow_id), "resume", swallow_errors=False)
         self._settle()
         return outcome if outcome in STATUSES else self.describe(workflow_id).status
 
@@ -348,32 +347,14 @@ class Engine:
             step_reserve: the least time a step may start with.
             heartbeat: renew held claims on a thread while the invocation runs.
         """
-        if time_left is None and deadline is not None:
-            fixed = deadline
-
-            def time_left() -> float:
-                return fixed - time.monotonic()
-
-        previous = (self._rt.time_left, self._rt.step_reserve)
-        self._rt.time_left, self._rt.step_reserve = time_left, step_reserve
-        beat = Heartbeat(self._rt) if heartbeat and self._rt.fence.renew_interval else None
-        dying = False
-        try:
-            if beat is not None:
-                beat.start()
+        with invocation_scope(
+            self._rt,
+            time_left=time_left,
+            deadline=deadline,
+            step_reserve=step_reserve,
+            heartbeat=heartbeat,
+        ):
             yield self
-        except BaseException as exc:
-            # A process that is dying (SystemExit, KeyboardInterrupt, a simulated crash)
-            # releases nothing: its claims expire and are taken over, as after a real crash.
-            dying = not isinstance(exc, Exception)
-            raise
-        finally:
-            if beat is not None:
-                beat.stop()
-            self._rt.time_left, self._rt.step_reserve = previous
-            if not dying:
-                released = self._rt.fence.release_parked()
-                self._rt.metrics.incr("claims_released_at_invocation_end", released)
 
     def run_maintenance(
         self, now: float | None = None, *, budget_seconds: float | None = None
@@ -450,47 +431,3 @@ class Engine:
     def _check_open(self) -> None:
         if self._rt.closed:
             raise ConfigurationError("this engine is closed; create a new one")
-
-
-def _check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
-    if not isinstance(workflows, Mapping):
-        raise ConfigurationError("workflows must be a mapping of name to workflow definition")
-    for name, definition in workflows.items():
-        if not isinstance(definition, WorkflowDefinition):
-            raise ConfigurationError(
-                f"workflows[{name!r}] is {type(definition).__name__}, not a WorkflowDefinition; "
-                "build it with workflow(name).activities(...).execute(fn)"
-            )
-        if definition.name != name:
-            raise ConfigurationError(
-                f"workflows[{name!r}] holds the definition named {definition.name!r}; "
-                "the key must equal the definition's name"
-            )
-
-
-def _check_id(workflow_id: Any) -> str:
-    if not isinstance(workflow_id, str) or not workflow_id:
-        raise InvalidArgumentError("workflow id must be a non-empty string")
-    if len(workflow_id) > MAX_WORKFLOW_ID_LENGTH:
-        raise InvalidArgumentError(
-            f"workflow id is {len(workflow_id)} characters, over {MAX_WORKFLOW_ID_LENGTH}"
-        )
-    if not workflow_id.isprintable():
-        raise InvalidArgumentError("workflow id must not contain control characters")
-    return workflow_id
-
-
-def _start_time(
-    now: float, start_at: float | datetime.datetime | None, start_after: Duration | None
-) -> float | None:
-    if start_after is not None:
-        return now + parse_duration(start_after, "start_after")
-    if isinstance(start_at, datetime.datetime):
-        if start_at.tzinfo is None:
-            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)")
-        return start_at.timestamp()
-    if start_at is not None and (
-        isinstance(start_at, bool) or not isinstance(start_at, int | float)
-    ):
-        raise InvalidArgumentError("start_at must be epoch seconds or an aware datetime")
-    return None if start_at is None else float(start_at)

@@ -1,0 +1,58 @@
+"""Checking what callers pass to the engine, with errors that name the argument."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from weft_serverless.commands import parse_duration
+from weft_serverless.errors import ConfigurationError, InvalidArgumentError
+from weft_serverless.workflow import WorkflowDefinition
+
+MAX_WORKFLOW_ID_LENGTH = 256
+Duration = float | int | str | datetime.timedelta
+
+
+def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
+    if not isinstance(workflows, Mapping):
+        raise ConfigurationError("workflows must be a mapping of name to workflow definition")
+    for name, definition in workflows.items():
+        if not isinstance(definition, WorkflowDefinition):
+            raise ConfigurationError(
+                f"workflows[{name!r}] is {type(definition).__name__}, not a WorkflowDefinition; "
+                "build it with workflow(name).activities(...).execute(fn)"
+            )
+        if definition.name != name:
+            raise ConfigurationError(
+                f"workflows[{name!r}] holds the definition named {definition.name!r}; "
+                "the key must equal the definition's name"
+            )
+
+
+def check_id(workflow_id: Any) -> str:
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise InvalidArgumentError("workflow id must be a non-empty string")
+    if len(workflow_id) > MAX_WORKFLOW_ID_LENGTH:
+        raise InvalidArgumentError(
+            f"workflow id is {len(workflow_id)} characters, over {MAX_WORKFLOW_ID_LENGTH}"
+        )
+    if not workflow_id.isprintable():
+        raise InvalidArgumentError("workflow id must not contain control characters")
+    return workflow_id
+
+
+def start_time(
+    now: float, start_at: float | datetime.datetime | None, start_after: Duration | None
+) -> float | None:
+    if start_after is not None:
+        return now + parse_duration(start_after, "start_after")
+    if isinstance(start_at, datetime.datetime):
+        if start_at.tzinfo is None:
+            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)")
+        return start_at.timestamp()
+    if start_at is not None and (
+        isinstance(start_at, bool) or not isinstance(start_at, int | float)
+    ):
+        raise InvalidArgumentError("start_at must be epoch seconds or an aware datetime")
+    return None if start_at is None else float(start_at)
