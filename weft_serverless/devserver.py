@@ -85,12 +85,20 @@ class LockedMotoServer:
     def start(self) -> str:
         import logging
 
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
+        try:
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
+        except ImportError:
+            from weft_serverless.errors import ConfigurationError
+
+            raise ConfigurationError(
+                "weft dev runs DynamoDB locally with moto, which is not installed; "
+                "pip install 'weft-serverless[local]'"
+            ) from None
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
         app = DomainDispatcherApplication(create_backend_app)
