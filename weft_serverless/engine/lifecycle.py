@@ -126,6 +126,7 @@ def child_start_fragment(
     child_id: str,
     encoded_input: bytes,
     policy: str,
+    signature: str,
 ) -> Fragment | WeftError:
     """Start a child and record it as the parent's pending step; folded into one batch."""
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
@@ -136,7 +137,8 @@ def child_start_fragment(
     fragment = start_fragment(rt, state)
     pending_key = keys.pending_key(parent_id, slot)
     fragment.conditions.append(Condition(pending_key, None))
-    fragment.ops.append(Put(pending_key, encode({"child_id": child_id, "policy": policy})))
+    pending = {"child_id": child_id, "policy": policy, "sig": signature}
+    fragment.ops.append(Put(pending_key, encode(pending)))
     return fragment
 
 

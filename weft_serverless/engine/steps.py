@@ -61,6 +61,7 @@ class StepRunner:
         self.history = history
         self.enqueue = enqueue
         self.awaiting: set[str] = set()
+        self._signature = ""
 
     # -- replay --------------------------------------------------------------------------
 
@@ -88,6 +89,8 @@ class StepRunner:
     # -- live ----------------------------------------------------------------------------
 
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
+        self._check_parked_signature(cmd, slot)
+        self._signature = cmd.signature()
         if isinstance(cmd, Run):
             return self._run(cmd, slot)
         if isinstance(cmd, Sleep):
@@ -106,6 +109,14 @@ class StepRunner:
             return self._until(cmd, slot)
         raise TypeError(f"unknown command {cmd!r}")
 
+    def _check_parked_signature(self, cmd: Command[Any], slot: str) -> None:
+        """A step parked on a pending record must be resumed by the same operation."""
+        attempts = self.history.attempts.get(slot)
+        for record in (self.history.pending.get(slot), attempts[-1] if attempts else None):
+            stored = (record or {}).get("sig")
+            if stored and stored != cmd.signature():
+                raise NondeterminismError(keys.describe_slot(slot), stored, cmd.signature())
+
     def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
         """Write a finished step's op record together with its effects."""
         record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
@@ -123,7 +134,7 @@ class StepRunner:
     ) -> dict[str, Any]:
         """Commit a pending fact together with the timer that will wake the workflow."""
         timer = keys.timer_key(due, self.workflow_id, tag)
-        stored = {**record, "due": due, "timer": timer_ref(timer)}
+        stored = {**record, "sig": self._signature, "due": due, "timer": timer_ref(timer)}
         commit(
             self.rt,
             self.workflow_id,
@@ -276,6 +287,7 @@ class StepRunner:
             child_id,
             encoded_input,
             cmd.parent_close_policy,
+            cmd.signature(),
         )
         if isinstance(fragment, WeftError):
             return self._child_not_started(child_id, fragment)
