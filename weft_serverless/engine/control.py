@@ -33,6 +33,7 @@ from .records import (
     error_record,
     load_history,
 )
+from .retention import retention_timer
 from .runtime import Runtime
 
 _ATTEMPTS = 10
@@ -61,6 +62,8 @@ def _transition(
         closing = to_status in TERMINAL and bool(children_to_close(rt, workflow_id))
         if closing:
             ops.append(close_children_timer(workflow_id, rt.now()))
+        if to_status in TERMINAL:
+            ops += retention_timer(rt, workflow_id, to_status, rt.now())
         fragment = (
             rt.fence.rotate_fragment(workflow_id)
             if rotate

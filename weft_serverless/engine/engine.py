@@ -16,6 +16,7 @@ from weft_serverless.errors import (
     InvalidArgumentError,
     WeftError,
     WorkflowAlreadyExistsError,
+    WorkflowBusyError,
     WorkflowNotFoundError,
 )
 from weft_serverless.storage import keys
@@ -23,6 +24,7 @@ from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import control, interactions, lifecycle, listing, signals
+from . import retention as retention_mod
 from .arguments import Duration, check_id, check_registry, start_time
 from .background import BackgroundDriver
 from .dispatch import Dispatcher
@@ -63,6 +65,7 @@ class Engine:
         lease_wait_timeout: float = 0.0,
         workflow_claim_ttl: float = 30.0,
         workflow_claim_renew_interval: float = 5.0,
+        retention: Mapping[str, Duration] | None = None,
     ) -> Engine:
         """Register workflows, then recover running ones (``recover=True``).
 
@@ -74,6 +77,9 @@ class Engine:
         ``"lease"`` (one store-wide writer, fenced) or ``"workflow-lease"`` (one fenced owner
         per workflow, so many engines can share a store; the mode for Lambda). Timing rules
         are checked before anything is read: renew interval < ttl, ttl >= 3 x renew interval.
+
+        ``retention`` maps terminal statuses to how long a finished run is kept, e.g.
+        ``{"completed": "7d", "failed": "30d"}``; the maintenance pass purges it afterwards.
         """
         check_registry(workflows)
         if background_tasks not in ("manual", "automatic"):
@@ -100,6 +106,7 @@ class Engine:
             background_tasks=background_tasks,
             max_payload_bytes=payload_limit(storage, max_payload_bytes),
             engine_id=engine_id or uuid.uuid4().hex,
+            retention=retention_mod.parse_retention(retention),
         )
         if ownership == "lease":
             rt.fence = StoreLease(rt, lease_timing, lease_wait_timeout)
@@ -293,6 +300,17 @@ class Engine:
         """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
         self._check_open()
         control.suspend(self._rt, check_id(workflow_id))
+
+    def purge(self, workflow_id: str) -> None:
+        """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
+        self._check_open()
+        outcome = retention_mod.purge(self._rt, check_id(workflow_id))
+        if outcome == "not-finished":
+            raise InvalidArgumentError(
+                f"workflow {workflow_id!r} has not finished; cancel it first, then purge"
+            )
+        if outcome == "raced":
+            raise WorkflowBusyError(f"workflow {workflow_id!r} changed while purging; retry")
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""

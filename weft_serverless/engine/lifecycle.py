@@ -21,6 +21,7 @@ from weft_serverless.storage.base import Condition, Delete, Op, Put
 from .commit import LostCommit, commit, timer_value
 from .ownership import Fragment
 from .records import PENDING, RUNNING, TERMINAL, History, WorkflowState
+from .retention import retention_timer
 from .runtime import Runtime
 
 DEADLINE = "deadline"
@@ -67,7 +68,7 @@ def new_state(
     )
 
 
-def start_fragment(rt: Runtime, state: WorkflowState) -> Fragment:
+def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None) -> Fragment:
     """Everything that creates a workflow: state (absent before), index entry, idempotency
     mapping, its timers, and (when it starts now) this engine's claim on it."""
     state_key = keys.state_key(state.id)
@@ -90,7 +91,7 @@ def start_fragment(rt: Runtime, state: WorkflowState) -> Fragment:
             timer = keys.timer_key(due, state.id, kind)
             fragment.ops.append(Put(timer, timer_value(state.id, kind)))
     if state.status == RUNNING:
-        claim = rt.fence.start_fragment(state.id)
+        claim = rt.fence.start_fragment(state.id, epoch)
         fragment.conditions += claim.conditions
         fragment.ops += claim.ops
     else:
@@ -104,17 +105,27 @@ def _index(state: WorkflowState) -> bytes:
 
 def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None = None) -> str:
     """Create the run; return its id (an existing one for a repeated idempotency key)."""
-    fragment = start_fragment(rt, state)
-    if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
-        return state.id
-    rt.fence.forget_start(state.id)
-    if rt.fence.mode == "lease":
-        rt.fence.on_lost_commit(state.id)  # raises if this engine lost the store-wide lease
-    if state.idempotency_key is not None:
-        existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
-        if existing is not None:
-            workflow_id: str = decode(existing)["id"]
-            return workflow_id
+    epoch: bytes | None = None
+    for _ in range(2):
+        fragment = start_fragment(rt, state, epoch)
+        if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
+            return state.id
+        rt.fence.forget_start(state.id)
+        if rt.fence.mode == "lease":
+            rt.fence.on_lost_commit(state.id)  # raises if this engine lost the store-wide lease
+        if state.idempotency_key is not None:
+            existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
+            if existing is not None:
+                workflow_id: str = decode(existing)["id"]
+                if rt.storage.get(keys.state_key(workflow_id)) is None:
+                    raise WorkflowAlreadyExistsError(workflow_id)  # that run was purged
+                return workflow_id
+        if rt.storage.get(keys.state_key(state.id)) is not None:
+            break
+        # The id was used before and purged: its owner epoch remains; claim on top of it.
+        epoch = rt.storage.get(keys.owner_epoch_key(state.id))
+        if epoch is None:
+            break
     raise WorkflowAlreadyExistsError(state.id)
 
 
@@ -220,6 +231,7 @@ def finish(
     closing = bool(open_children(history))
     if closing:
         ops.append(close_children_timer(new.id, rt.now()))
+    ops += retention_timer(rt, new.id, status, rt.now())
     with rt.fence.release_for_terminal(new.id) as release:
         conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
         commit(rt, new.id, conditions, ops + release.ops)

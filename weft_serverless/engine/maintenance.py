@@ -21,9 +21,10 @@ from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op
 
-from . import control
+from . import control, retention
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
 from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
+from .retention import RETENTION
 from .runtime import Runtime, logger
 
 MAX_TIMERS_PER_PASS = 1000
@@ -90,10 +91,20 @@ def fire_due_timers(
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:
-    """Act on a workflow's due timers: time it out, activate a delayed start, or wake it."""
+    """Act on a workflow's due timers: close its children, purge it, time it out, activate a
+    delayed start, or wake it (in that order)."""
     try:
         if CLOSE_CHILDREN in kinds:
             control.close_children(rt, workflow_id)
+        if RETENTION in kinds:
+            purged = retention.purge(rt, workflow_id, when_due=True)
+            if purged == "raced":
+                return "error"
+            if purged in ("purged", "kept"):
+                return COLLECT
+            kinds = kinds - {RETENTION}  # retried since it ended: its next end sets a new one
+            if not kinds:
+                return COLLECT
         if DEADLINE in kinds and control.time_out(rt, workflow_id):
             return "timed-out"
         if DELAYED_START in kinds:

@@ -116,7 +116,8 @@ class Ownership:
         """Fence for writes any engine may make (signal delivery)."""
         return []
 
-    def start_fragment(self, workflow_id: str) -> Fragment:
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
+        """The claim folded into a start; ``epoch`` is a reused id's surviving epoch."""
         return Fragment()
 
     def forget_start(self, workflow_id: str) -> None:

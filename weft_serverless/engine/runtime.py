@@ -56,6 +56,8 @@ class Runtime:
     background_tasks: BackgroundTasks
     max_payload_bytes: int
     engine_id: str
+    # Seconds to keep a finished run, per terminal status (absent: kept forever).
+    retention: dict[str, float] = field(default_factory=dict)
     fence: Ownership = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     time_floor: float = 0.0

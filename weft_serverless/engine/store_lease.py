@@ -116,7 +116,7 @@ class StoreLease(Ownership):
     def external_conditions(self) -> list[Condition]:
         return self._fence()
 
-    def start_fragment(self, workflow_id: str) -> Fragment:
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
         return Fragment(conditions=self._fence())
 
     def rotate_fragment(self, workflow_id: str) -> Fragment:

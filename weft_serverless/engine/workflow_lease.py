@@ -123,8 +123,8 @@ class WorkflowLease(Ownership):
         )
         return fragment, Claim(new_epoch, holder, expires, self.rt.now())
 
-    def start_fragment(self, workflow_id: str) -> Fragment:
-        fragment, claim = self._claim_fragment(workflow_id, None, None)
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
+        fragment, claim = self._claim_fragment(workflow_id, epoch, None)
         claim.fresh = True
         self.rt.metrics.incr("claim_attempts.acquired")  # undone by forget_start if refused
         with self._lock:
