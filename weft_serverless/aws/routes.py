@@ -220,7 +220,3 @@ ROUTES: tuple[Route, ...] = (
         errors=(400, 404, 409, 500, 503),
     ),
 )
-
-
-def route_of(operation: str) -> Route:
-    return next(route for route in ROUTES if route.operation == operation)

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.base import Condition, Delete, Key, Op
 
 from .records import History
 from .runtime import Runtime
@@ -69,11 +68,6 @@ def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
     if not ref or due is None or due <= now:
         return []
     return [Delete(Key(ref[0], ref[1]))]
-
-
-def put_op_record(workflow_id: str, slot: str, record: dict[str, Any]) -> tuple[Condition, Put]:
-    key = keys.op_key(workflow_id, slot)
-    return Condition(key, None), Put(key, encode(record))
 
 
 def decode_value(record: dict[str, Any]) -> Any:
