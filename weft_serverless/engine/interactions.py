@@ -17,6 +17,7 @@ from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     InvalidArgumentError,
     UnknownQueryError,
+    UpdateFailedError,
     WorkflowClaimUnavailableError,
     WorkflowNotFoundError,
     WorkflowNotRunningError,
@@ -28,7 +29,7 @@ from .commit import LostCommit, timer_value
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
-from .updates import IncomingUpdate
+from .updates import IncomingUpdate, validate
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -65,6 +66,8 @@ def send_update(
             state = _state(rt, workflow_id)
             if state.status != RUNNING:
                 raise WorkflowNotRunningError(workflow_id, state.status)
+            if rt.fence.needs_claim(workflow_id):
+                _reject_early(rt, workflow_id, update)
             if rt.fence.prepare_wake(workflow_id, "update", explicit=True) != "drive":
                 raise WorkflowNotRunningError(workflow_id, state.status)
             request = DriveRequest(update=update)
@@ -82,6 +85,28 @@ def send_update(
                 return update.result
             raise WorkflowNotRunningError(workflow_id, status or "gone")
     raise WorkflowClaimUnavailableError(workflow_id, "a racing writer")
+
+
+def _reject_early(rt: Runtime, workflow_id: str, update: IncomingUpdate) -> None:
+    """Run the validator and handler on a read-only replay first, so an update that will be
+    rejected never takes the claim (which is a write): a rejected request writes nothing.
+
+    The replay stops where the stored history ends; if the handler is not registered there
+    (the live drive may get further), the live drive decides.
+    """
+    request = DriveRequest(read_only=True)
+    drive(rt, workflow_id, lambda _: None, request)
+    entry = None if request.ctx is None else request.ctx.update_handlers.get(update.name)
+    if entry is None:
+        return
+    handler, validator = entry
+    payload = decode(update.payload)
+    if validator is not None:
+        validate(validator, payload)
+    try:
+        handler(payload)
+    except Exception as exc:
+        raise UpdateFailedError(update.name, type(exc).__name__, str(exc)) from None
 
 
 def run_query(rt: Runtime, workflow_id: str, name: str, arg: Any) -> Any:

@@ -112,6 +112,10 @@ class Ownership:
     def bootstrap(self) -> None:
         """Run the construction gates; called before recovery."""
 
+    def needs_claim(self, workflow_id: str) -> bool:
+        """Whether driving this workflow here would first have to claim it (a write)."""
+        return False
+
     def external_conditions(self) -> list[Condition]:
         """Fence for writes any engine may make (signal delivery)."""
         return []

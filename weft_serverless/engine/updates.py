@@ -64,7 +64,7 @@ def apply_incoming(
     handler, validator = entry
     payload = decode(update.payload)
     if validator is not None:
-        _validate(validator, payload)
+        validate(validator, payload)
     try:
         result = handler(payload)
     except Exception as exc:
@@ -91,7 +91,7 @@ def apply_incoming(
     update.applied, update.result = True, decode(encoded)
 
 
-def _validate(validator: Any, payload: Any) -> None:
+def validate(validator: Any, payload: Any) -> None:
     try:
         verdict = validator(payload)
     except UpdateValidationError:

@@ -77,6 +77,9 @@ class WorkflowLease(Ownership):
     def bootstrap(self) -> None:
         establish_mode(self.rt, self.mode)
 
+    def needs_claim(self, workflow_id: str) -> bool:
+        return workflow_id not in self.claims
+
     # -- fencing ------------------------------------------------------------------------------
 
     def conditions(self, workflow_id: str) -> list[Condition]:
