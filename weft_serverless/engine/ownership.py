@@ -10,6 +10,7 @@ mode ``none`` and does nothing.
 
 from __future__ import annotations
 
+import logging
 import struct
 import warnings
 from collections.abc import Iterator
@@ -89,8 +90,9 @@ def unpack_epoch(data: bytes | None) -> int:
     return value
 
 
-def warn(category: type[Warning], message: str) -> None:
-    logger.warning(message)
+def warn(category: type[Warning], message: str, level: int = logging.WARNING) -> None:
+    """Emit a warning of ``category`` and log it (routine cases log below WARNING)."""
+    logger.log(level, message)
     warnings.warn(message, category, stacklevel=3)
 
 

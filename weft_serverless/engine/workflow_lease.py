@@ -8,6 +8,7 @@ expiry only decides when another engine may take over (docs/decisions/0004-workf
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -203,6 +204,7 @@ class WorkflowLease(Ownership):
             warn(
                 WorkflowWakeDiscarded,
                 f"workflow {workflow_id!r}: {kind} wake left to the engine that holds it",
+                logging.INFO,  # routine in a fleet: the owner acts on it
             )
         return verdict
 
