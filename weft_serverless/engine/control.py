@@ -20,7 +20,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from .commit import timer_value
-from .lifecycle import close_children_timer, transition_ops
+from .lifecycle import close_children_timer, open_children, transition_ops
 from .records import (
     CANCELLED,
     FAILED,
@@ -187,33 +187,25 @@ def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
         keys.ATTEMPT_PREFIX,
         keys.PENDING_PREFIX,
         keys.ASYNC_RESULT_PREFIX,
+        keys.ACTIVITY_STARTED_PREFIX,
     ):
         ops += [
             Delete(Key(partition, sort)) for sort, _ in rt.storage.scan(partition, prefix + slot)
         ]
-    ops += [
-        Delete(Key(partition, sort))
-        for sort, _ in rt.storage.scan(partition, keys.ACTIVITY_STARTED_PREFIX + slot)
-    ]
     return ops
 
 
 def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
-    """Children a closed parent must cancel: awaited ones not finished, and request-cancel ones."""
+    """``open_children`` of a run read from storage (two prefix reads of its partition)."""
     partition = keys.workflow_partition(workflow_id)
     finished = {
         sort[len(keys.CHILD_PREFIX) :] for sort, _ in rt.storage.scan(partition, keys.CHILD_PREFIX)
     }
-    found: list[str] = []
-    for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX):
-        record = decode(value)
-        child_id, policy = record.get("child_id"), record.get("policy", "await")
-        if child_id is None or policy == "abandon":
-            continue
-        if policy == "await" and sort[len(keys.PENDING_PREFIX) :] in finished:
-            continue
-        found.append(child_id)
-    return found
+    pending = {
+        sort[len(keys.PENDING_PREFIX) :]: decode(value)
+        for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX)
+    }
+    return open_children(pending, finished)
 
 
 def close_children(rt: Runtime, workflow_id: str) -> int:

@@ -7,6 +7,7 @@ can leave a parent waiting for a child that already finished.
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from typing import Any
 
 from weft_serverless.codec import decode, encode
@@ -228,7 +229,7 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
-    closing = bool(open_children(history))
+    closing = bool(open_children(history.pending, history.children))
     if closing:
         ops.append(close_children_timer(new.id, rt.now()))
     ops += retention_timer(rt, new.id, status, rt.now())
@@ -244,14 +245,15 @@ def finish(
     return new
 
 
-def open_children(history: History) -> list[str]:
-    """Children this run must cancel when it ends (parent close policies)."""
+def open_children(pending: Mapping[str, dict[str, Any]], finished: Container[str]) -> list[str]:
+    """Children a run must cancel when it ends (parent close policies): awaited ones that
+    have not finished, and request-cancel ones. ``pending`` and ``finished`` are keyed by slot."""
     found = []
-    for slot, record in history.pending.items():
+    for slot, record in pending.items():
         child_id, policy = record.get("child_id"), record.get("policy", "await")
         if child_id is None or policy == "abandon":
             continue
-        if policy == "await" and slot in history.children:
+        if policy == "await" and slot in finished:
             continue
         found.append(child_id)
     return found

@@ -92,7 +92,7 @@ class StepRunner:
         self._check_parked_signature(cmd, slot)
         self._signature = cmd.signature()
         if isinstance(cmd, Run):
-            return self._run(cmd, slot)
+            return advance_run(self, cmd, slot)
         if isinstance(cmd, Sleep):
             return self._sleep(cmd, slot)
         if isinstance(cmd, WaitForSignal):
@@ -148,9 +148,6 @@ class StepRunner:
         done.ops.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
-    def _run(self, cmd: Run, slot: str) -> Done | None:
-        return advance_run(self, cmd, slot)
-
     def log_warning(self, message: str) -> None:
         logger.warning("workflow %s: %s", self.workflow_id, message)
 
@@ -162,17 +159,20 @@ class StepRunner:
         commit(self.rt, self.workflow_id, [], [Put(timer, timer_value(self.workflow_id, "budget"))])
         self.rt.metrics.incr("steps_deferred_for_budget")
 
-    def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
+    def _timer_due(self, slot: str, seconds: float, kind: str, tag: str) -> bool:
+        """Whether the step's timer has fallen due; the first call parks it durably."""
         pending = self.history.pending.get(slot)
         if pending is None:
-            if cmd.seconds <= 0:
-                return Done(Outcome(None), {})
-            due = self.rt.now() + cmd.seconds
-            pending = self.park(
-                keys.pending_key(self.workflow_id, slot), {}, due, "sleep", "s" + slot
-            )
+            if seconds <= 0:
+                return True
+            key = keys.pending_key(self.workflow_id, slot)
+            pending = self.park(key, {}, self.rt.now() + seconds, kind, tag + slot)
             self.history.pending[slot] = pending
-        if self.rt.now() >= pending["due"]:
+        due: float = pending["due"]
+        return self.rt.now() >= due
+
+    def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
+        if self._timer_due(slot, cmd.seconds, "sleep", "s"):
             return Done(Outcome(None), {})
         return None
 
@@ -193,18 +193,7 @@ class StepRunner:
                 after_commit=[lambda: queue.pop(0)],
             )
         self.awaiting.add(cmd.name)
-        if cmd.timeout is None:
-            return None
-        pending = self.history.pending.get(slot)
-        if pending is None:
-            if cmd.timeout <= 0:
-                return Done(Outcome(None), {})
-            due = self.rt.now() + cmd.timeout
-            pending = self.park(
-                keys.pending_key(self.workflow_id, slot), {}, due, "timeout", "w" + slot
-            )
-            self.history.pending[slot] = pending
-        if self.rt.now() >= pending["due"]:
+        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "timeout", "w"):
             return Done(Outcome(None), {})
         return None
 
@@ -323,15 +312,7 @@ class StepRunner:
             raise RaiseAtYield(exc) from None
         if holds:
             return self.finish(slot, Outcome(True), {"v": encode(True)})
-        if cmd.timeout is None:
-            return None
-        pending = self.history.pending.get(slot)
-        if pending is None:
-            due = self.rt.now() + cmd.timeout
-            key = keys.pending_key(self.workflow_id, slot)
-            pending = self.park(key, {}, due, "wait-condition", "u" + slot)
-            self.history.pending[slot] = pending
-        if self.rt.now() >= pending["due"]:
+        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "wait-condition", "u"):
             return Done(Outcome(False), {"v": encode(False)})
         return None
 

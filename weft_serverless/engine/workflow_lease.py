@@ -189,7 +189,7 @@ class WorkflowLease(Ownership):
                 WorkflowWakeDiscarded,
                 f"workflow {workflow_id!r}: {kind} wake discarded, this engine no longer owns it",
             )
-            return self._retain_or_collect(workflow_id, explicit)
+            return self._retain_or_collect(workflow_id, self._status(workflow_id), holder, explicit)
         state = self._status(workflow_id)
         if state is None or state.status not in (RUNNING, PENDING):
             return "collect"
@@ -199,7 +199,7 @@ class WorkflowLease(Ownership):
         if holder_bytes is None and self._try_claim(workflow_id, epoch_bytes, None, "acquired"):
             self.claims[workflow_id].driving = True
             return "drive"
-        verdict = self._retain_or_collect(workflow_id, explicit)
+        verdict = self._retain_or_collect(workflow_id, state, holder_bytes, explicit)
         if verdict == "retain":
             warn(
                 WorkflowWakeDiscarded,
@@ -208,10 +208,17 @@ class WorkflowLease(Ownership):
             )
         return verdict
 
-    def _retain_or_collect(self, workflow_id: str, explicit: bool) -> Verdict:
-        state = self._status(workflow_id)
+    def _retain_or_collect(
+        self,
+        workflow_id: str,
+        state: WorkflowState | None,
+        holder: bytes | None,
+        explicit: bool,
+    ) -> Verdict:
+        """What to do with a wake this engine may not drive, from the records just read."""
         if explicit:
-            holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
+            if holder is None:  # lost an acquire race just now: name the winner
+                holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
             held_by = decode(holder)["engine_id"] if holder is not None else "(none)"
             raise WorkflowClaimUnavailableError(workflow_id, held_by)
         if state is not None and state.status in (RUNNING, PENDING):
