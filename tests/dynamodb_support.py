@@ -20,10 +20,9 @@ that the threads happened not to interleave inside moto.
 from __future__ import annotations
 
 import copy
-import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,16 +59,6 @@ def _serialise_in_process_moto() -> None:
 
     locked.weft_locked = True  # type: ignore[attr-defined]
     BotocoreStubber.process_request = locked  # type: ignore[method-assign]
-
-
-def _locked_wsgi(app: Callable[..., Iterable[bytes]]) -> Callable[..., list[bytes]]:
-    """Serve one request at a time, body included, so the server is serialised too."""
-
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        with MOTO_LOCK:
-            return [b"".join(app(environ, start_response))]
-
-    return wsgi
 
 
 def _copy_tables_once_per_transaction() -> None:
@@ -149,30 +138,21 @@ class MotoEnvironment:
         return self._clients[(service, endpoint)]
 
     def start_server(self) -> str:
-        """Start moto's server on a free loopback port (once) and return its endpoint."""
-        if self.endpoint is None:
-            from moto.moto_server.werkzeug_app import (
-                DomainDispatcherApplication,
-                MotoRequestHandler,
-                create_backend_app,
-            )
-            from werkzeug.serving import make_server
+        """Start moto's server on a free loopback port (once) and return its endpoint.
 
-            logging.getLogger("werkzeug").setLevel(logging.ERROR)
-            app = _locked_wsgi(DomainDispatcherApplication(create_backend_app))
-            # Port 0: the OS picks a free port, so parallel runs never collide.
-            server = make_server(
-                "127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler
-            )
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            self._server = server
-            self.endpoint = f"http://127.0.0.1:{server.server_port}"
+        It is the same locked server ``weft dev`` runs, sharing ``MOTO_LOCK`` with in-process
+        moto so the two modes are serialised together.
+        """
+        if self.endpoint is None:
+            from weft_serverless.devserver import LockedMotoServer
+
+            self._server = LockedMotoServer(lock=MOTO_LOCK)
+            self.endpoint = self._server.start()
         return self.endpoint
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
         for made in self._clients.values():
             made.close()
         self.mock.stop()

@@ -136,8 +136,7 @@ def _demo(db: Path, *, fresh: bool) -> int:
 
     storage = SQLiteStorage(db)
     try:
-        before = _committed_steps(storage, workflow_id)
-        status = _status(storage, workflow_id)
+        before, status = _committed_steps(storage, workflow_id)
         print(f"  (process 1 exited {child.returncode}; {db} holds {len(before)} committed steps,")
         print(f"  and the run is still {status!r})\n")
         print(f"Process 2 (pid {os.getpid()}) opens {db}: Engine.create(..., recover=True)")
@@ -151,7 +150,7 @@ def _demo(db: Path, *, fresh: bool) -> int:
             activities=_counting(definition, calls),
         ) as engine:
             result = engine.get_handle(workflow_id).result()
-        after = _committed_steps(storage, workflow_id)
+        after, _ = _committed_steps(storage, workflow_id)
     finally:
         storage.close()
     _print_timeline(workflow_id, before, after)
@@ -237,25 +236,16 @@ def _counting(definition: WorkflowDefinition, calls: list[str]) -> dict[str, Cal
     return {name: wrap(name, activity.fn) for name, activity in definition.activities.items()}
 
 
-def _committed_steps(storage: Storage, workflow_id: str) -> dict[int, dict[str, Any]]:
-    """The op records of a workflow's top-level steps, by 0-based step index."""
-    from weft_serverless.codec import decode
-    from weft_serverless.storage import keys
+def _committed_steps(storage: Storage, workflow_id: str) -> tuple[dict[int, dict[str, Any]], str]:
+    """The op records of a workflow's top-level steps by 0-based index, and its status."""
+    from weft_serverless.engine.records import load_history
 
-    steps: dict[int, dict[str, Any]] = {}
-    for sort, value in storage.scan(keys.workflow_partition(workflow_id), keys.OP_PREFIX):
-        slot = sort[len(keys.OP_PREFIX) :]
-        if "." not in slot:  # branches of all() and race() sit under their parent's slot
-            steps[int(slot)] = decode(value)
-    return steps
-
-
-def _status(storage: Storage, workflow_id: str) -> str:
-    from weft_serverless.codec import decode
-    from weft_serverless.storage import keys
-
-    state = storage.get(keys.state_key(workflow_id))
-    return "missing" if state is None else str(decode(state)["status"])
+    history = load_history(storage, workflow_id)
+    if history is None:
+        return {}, "missing"
+    # Branches of all() and race() sit under their parent's slot; only top-level steps count.
+    steps = {int(slot): record for slot, record in history.ops.items() if "." not in slot}
+    return steps, history.state.status
 
 
 def _print_timeline(

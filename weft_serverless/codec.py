@@ -7,9 +7,12 @@ format: never renumber one, only add.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import decimal
+import math
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import msgpack
@@ -153,3 +156,39 @@ def _encodable_scalar(value: Any) -> bool:
     if isinstance(value, int):
         return _INT_MIN <= value <= _INT_MAX
     return False
+
+
+def jsonable(value: Any) -> Any:
+    """Turn a decoded value into plain JSON types (the API and the CLI show values this way).
+
+    Workflows may return what the codec keeps (bytes, datetimes, Decimals, sets, UUIDs,
+    tuples); JSON has none of those, so each gets its usual text form: base64 for bytes,
+    ISO 8601 for times, a string for Decimal (no precision lost), a list for sets.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {_key(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, set | frozenset):
+        items = [jsonable(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    return key if isinstance(key, str) else str(jsonable(key))

@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -77,10 +78,13 @@ class LockedMotoServer:
     requests can both pass a condition; serialising requests restores DynamoDB's atomicity.
     """
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", lock: AbstractContextManager[Any] | None = None
+    ) -> None:
         self.host = host
         self._server: Any = None
-        self._lock = threading.Lock()
+        # The tests pass the lock that also serialises in-process moto.
+        self._lock = lock if lock is not None else threading.Lock()
 
     def start(self) -> str:
         import logging

@@ -150,7 +150,8 @@ def test_result_exit_status_follows_the_outcome(
 
     status, out, err = weft(capsys, "result", "order-declined", "--db", str(db), "--json")
     assert status == 1
-    assert json.loads(out)["error"]["type"] == "ActivityFailedError" or "CardDeclined" in out
+    error = json.loads(out)["error"]
+    assert error["type"] == "ActivityFailedError" and "CardDeclinedError" in error["message"]
 
 
 # -- writing ------------------------------------------------------------------------------

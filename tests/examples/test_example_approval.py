@@ -59,7 +59,8 @@ def test_a_refused_update_does_not_delay_the_next_signal(stack: Stack) -> None:
     # A validator's refusal once left the run claimed by an engine that had forgotten it,
     # so the next signal was only buffered until that orphan claim expired (40 s).
     stack.start("approval", "exp-9", {**REQUEST, "request_id": "exp-9"})
-    stack.call("POST", "/workflows/exp-9/updates/comment", {"payload": {"text": ""}})
+    refused = stack.call("POST", "/workflows/exp-9/updates/comment", {"payload": {"text": ""}})
+    assert refused.status == 400
 
     signalled = stack.call("POST", "/workflows/exp-9/signals/approve", {"payload": {"by": "g"}})
 
@@ -96,4 +97,8 @@ def test_the_manager_can_reject_after_escalation(stack: Stack) -> None:
     stack.call("POST", "/workflows/exp-11/signals/reject", {"payload": {"by": "alan"}})
 
     outcome = stack.result("exp-11").body["result"]
-    assert (outcome["decision"], outcome["decided_by"]) == ("rejected", "alan")
+    assert (outcome["decision"], outcome["decided_by"], outcome["escalated"]) == (
+        "rejected",
+        "alan",
+        True,
+    )

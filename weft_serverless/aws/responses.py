@@ -7,16 +7,11 @@ was wrong), ``issues`` (an update validator's list) and ``retryable`` (a retry c
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
 import json
-import math
-import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from weft_serverless.codec import jsonable
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     CodecError,
@@ -118,39 +113,3 @@ def error_of(exc: Exception, payload_field: str | None = None) -> ApiError:
 def to_json(value: Any) -> str:
     """Compact JSON for a response body, after ``jsonable``."""
     return json.dumps(jsonable(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def jsonable(value: Any) -> Any:
-    """Turn a decoded workflow value into plain JSON types.
-
-    Workflows may return what the codec keeps (bytes, datetimes, Decimals, sets, UUIDs,
-    tuples); JSON has none of those, so each gets its usual text form: base64 for bytes,
-    ISO 8601 for times, a string for Decimal (no precision lost), a list for sets.
-    """
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, Mapping):
-        return {_key(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(item) for item in value]
-    if isinstance(value, set | frozenset):
-        items = [jsonable(item) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
-    if isinstance(value, decimal.Decimal | uuid.UUID):
-        return str(value)
-    return str(value)
-
-
-def _key(key: Any) -> str:
-    return key if isinstance(key, str) else str(jsonable(key))

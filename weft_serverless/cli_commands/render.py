@@ -8,7 +8,6 @@ times shown are the ones the engine stores: due times of timers and retries.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import time
@@ -16,25 +15,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from weft_serverless.codec import jsonable
+
 if TYPE_CHECKING:
     from weft_serverless.engine.records import History
 
 ELLIPSIS_AT = 80
-
-
-def jsonable(value: Any) -> Any:
-    """A JSON-safe copy of a decoded payload (bytes as base64, times as ISO 8601 text)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, dict):
-        return {str(key): jsonable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [jsonable(item) for item in value]
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, dt.datetime | dt.date):
-        return value.isoformat()
-    return str(value)
 
 
 def dumps(value: Any, *, pretty: bool = False) -> str:

@@ -69,7 +69,10 @@ def open_storage(args: argparse.Namespace, environ: Mapping[str, str] | None = N
         region = region or _local_defaults()
     from weft_serverless.storage.dynamodb import DynamoDBStorage
 
-    return DynamoDBStorage(table, region=region, endpoint_url=endpoint)
+    # from_env also picks up WEFT_OFFLOAD_BUCKET, so values offloaded to S3 can be read.
+    return DynamoDBStorage.from_env(
+        {**env, TABLE_NAME_ENV: table}, region=region, endpoint_url=endpoint
+    )
 
 
 def _local_defaults() -> str:
