@@ -6,6 +6,7 @@ sleep: the waits end as soon as the background driver finishes the run.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,11 +54,22 @@ def engine(storage_factory: Opener) -> Iterator[Engine]:
         yield running
 
 
-def test_started_run_finishes_in_the_background(engine: Engine) -> None:
+def test_started_run_finishes_in_the_background(storage_factory: Opener) -> None:
     """``start`` returns at once; the background driver runs the steps; ``result`` waits."""
-    handle = engine.start("steps", 3, id="s")
-    assert handle.result(timeout=5) == 12
-    assert engine.describe("s").status == "completed"
+    gate, seen = threading.Event(), []
+
+    def gated(x: int) -> int:
+        seen.append((threading.current_thread().name, gate.wait(5)))
+        return x * 2
+
+    with Engine.create(
+        storage_factory(), WORKFLOWS, background_tasks="automatic", activities={"double": gated}
+    ) as engine:
+        handle = engine.start("steps", 3, id="s")
+        gate.set()  # an inline drive would have blocked start() on the gate until it timed out
+        assert handle.result(timeout=5) == 12
+        assert engine.describe("s").status == "completed"
+    assert seen == [("weft-background", True), ("weft-background", True)]
 
 
 def test_signal_wakes_a_parked_run_in_the_background(engine: Engine) -> None:

@@ -288,7 +288,9 @@ def test_default_retry_policy_is_three_attempts_one_then_two_seconds(
     te = make_engine(storage_factory, retrying())
     times = _failing_times(te, 99, Flaky("still down"))
     handle = te.start("retrying", id="r")
+    assert stored_timers(te.storage) == [(T0 + 1, "r")]
     advance_to(te, T0 + 1)
+    assert stored_timers(te.storage) == [(T0 + 3, "r")]
     advance_to(te, T0 + 3)
     assert times == [T0, T0 + 1, T0 + 3]
     assert handle.result() == {"failed": "Flaky", "message": "still down", "attempts": 3}
@@ -358,10 +360,11 @@ def test_other_errors_still_retry_under_a_non_retryable_list(storage_factory: Op
 
 
 def test_retry_state_survives_a_crash(storage_factory: Opener) -> None:
-    """After a crash between attempts, the next attempt keeps its due time and count."""
+    """After a crash between attempts, the next attempt keeps its due time and count (the
+    third attempt is the last one: its failure reaches the workflow)."""
     policy = RetryPolicy(max_attempts=3, initial_backoff=4, backoff_multiplier=2)
     te = make_engine(storage_factory, retrying(policy))
-    times = _failing_times(te, 2, Flaky("down"))
+    times = _failing_times(te, 3, Flaky("down"))
     te.start("retrying", id="r")
     advance_to(te, T0 + 1)
     te.crash()
@@ -371,10 +374,12 @@ def test_retry_state_survives_a_crash(storage_factory: Opener) -> None:
     advance_to(te, T0 + 4)
     te.crash()
     te.recover(storage=storage_factory())
+    advance_to(te, T0 + 12 - 0.001)
+    assert times == [T0, T0 + 4]
     advance_to(te, T0 + 12)
     assert times == [T0, T0 + 4, T0 + 12]
     handle = te.get_handle("r")
-    assert handle.result() == {"value": "ok"}
+    assert handle.result() == {"failed": "Flaky", "message": "down", "attempts": 3}
 
 
 def _timed(ctx: Any, _: Any) -> Any:

@@ -131,8 +131,8 @@ def test_update_after_the_owner_crashed_waits_for_the_claim_to_expire(
 
 
 def test_a_rejected_update_leaves_no_claim_behind(storage_factory: Opener) -> None:
-    """e2 claims the parked run to try an update its validator rejects: e2 can still update it
-    right after, and once e2's invocation ends the run is free for e1, with no holder left."""
+    """An update its validator rejects takes no claim (it is tried on a read-only replay): e2
+    can update the run right after, and once e2's invocation ends the run is free for e1."""
     clock = VirtualClock()
     e1, e2 = (_engine(storage_factory, CART, name, clock) for name in ("e1", "e2"))
     with e1.invocation(heartbeat=False):
@@ -140,6 +140,7 @@ def test_a_rejected_update_leaves_no_claim_behind(storage_factory: Opener) -> No
     with e2.invocation(heartbeat=False):
         with pytest.raises(UpdateValidationError):
             e2.update(WF, "add", 42)
+        assert _holder(e2) is None
         assert e2.update(WF, "add", "apple") == 1
     assert _holder(e1) is None
     assert e1.update(WF, "add", "pear") == 2

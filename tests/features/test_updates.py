@@ -142,10 +142,11 @@ def test_unknown_update_name_stores_nothing(storage_factory: Opener) -> None:
     """An update name without a handler raises ``UnknownUpdateError`` naming the handlers."""
     te = make_engine(storage_factory, WORKFLOWS)
     te.start("cart", 1, id=WF)
-    before = snapshot(te.storage, [WF])
+    before, writes = snapshot(te.storage, [WF]), WriteCount.of(te.storage)
     with pytest.raises(UnknownUpdateError, match="add"):
         te.update(WF, "remove", "apple")
     assert snapshot(te.storage, [WF]) == before
+    assert WriteCount.of(te.storage).items == writes.items
 
 
 def test_failing_handler_stores_nothing_and_leaves_no_half_change(
@@ -155,29 +156,37 @@ def test_failing_handler_stores_nothing_and_leaves_no_half_change(
     made in memory before raising is gone (the next update and queries do not see it)."""
     te = make_engine(storage_factory, WORKFLOWS)
     te.start("cart", 2, id=WF)
-    before = snapshot(te.storage, [WF])
+    before, writes = snapshot(te.storage, [WF]), WriteCount.of(te.storage)
     with pytest.raises(UpdateFailedError) as caught:
         te.update(WF, "explode", "bomb")
     assert caught.value.error_type == "ValueError"
     assert snapshot(te.storage, [WF]) == before
+    assert WriteCount.of(te.storage).items == writes.items
     assert te.query(WF, "items") == []
     assert te.update(WF, "add", "apple") == 1
     assert te.describe(WF).status == "running"
 
 
 def test_unencodable_or_oversized_result_fails_the_update(storage_factory: Opener) -> None:
-    """A handler result the codec cannot store fails the update (``UpdateFailedError``)."""
+    """A handler result the codec cannot store, or one over the payload limit, fails the
+    update (``UpdateFailedError``) and stores nothing."""
 
     def body(ctx: Any, _: Any) -> Any:
         ctx.on_update("weird", lambda _: object())
+        ctx.on_update("big", lambda _: "x" * 5000)
         yield ctx.wait_for_signal("never")
 
-    te = make_engine(storage_factory, {"weird": workflow("weird").execute(body)})
+    te = make_engine(
+        storage_factory, {"weird": workflow("weird").execute(body)}, max_payload_bytes=4096
+    )
     te.start("weird", id=WF)
-    before = snapshot(te.storage, [WF])
+    before, writes = snapshot(te.storage, [WF]), WriteCount.of(te.storage)
     with pytest.raises(UpdateFailedError, match="CodecError"):
         te.update(WF, "weird")
+    with pytest.raises(UpdateFailedError, match="PayloadTooLargeError"):
+        te.update(WF, "big")
     assert snapshot(te.storage, [WF]) == before
+    assert WriteCount.of(te.storage).items == writes.items
 
 
 BAD_ARGUMENTS: list[tuple[str, dict[str, Any], type[Exception]]] = [
@@ -240,12 +249,13 @@ def test_update_to_a_finished_or_unknown_workflow(storage_factory: Opener) -> No
     te.start("cart", 1, id=WF)
     te.update(WF, "add", "apple")
     assert te.describe(WF).status == "completed"
-    before = snapshot(te.storage, [WF])
+    before, writes = snapshot(te.storage, [WF, "nobody"]), WriteCount.of(te.storage)
     with pytest.raises(WorkflowNotRunningError):
         te.update(WF, "add", "pear")
     with pytest.raises(WorkflowNotFoundError):
         te.update("nobody", "add", "pear")
-    assert snapshot(te.storage, [WF]) == before
+    assert snapshot(te.storage, [WF, "nobody"]) == before
+    assert WriteCount.of(te.storage) == writes
 
 
 def test_handler_registered_later_is_unknown_at_an_earlier_park_point(
