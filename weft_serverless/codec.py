@@ -185,9 +185,7 @@ def jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, _dt.timedelta):
         return value.total_seconds()
-    if isinstance(value, decimal.Decimal | uuid.UUID):
-        return str(value)
-    return str(value)
+    return str(value)  # Decimal (no precision lost), UUID, anything else: its text
 
 
 def _key(key: Any) -> str:

@@ -11,7 +11,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
+from weft_serverless import lambda_events
 from weft_serverless.aws import LocalContext
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -48,45 +50,22 @@ def rest_event(
     raw_body: str | None = None,
     base64: bool = False,
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event, as a ``{proxy+}`` resource delivers it."""
+    """An API Gateway REST proxy event, built by the same code ``weft dev`` uses."""
     text = raw_body if raw_body is not None else None if body is None else json.dumps(body)
     sent = {"Content-Type": "application/json", **(headers or {})}
-    return {
-        "resource": "/{proxy+}",
-        "path": path,
-        "httpMethod": method,
-        "headers": sent,
-        "multiValueHeaders": {k: [v] for k, v in sent.items()},
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "pathParameters": {"proxy": path.lstrip("/")},
-        "stageVariables": None,
-        "requestContext": {
-            "resourcePath": "/{proxy+}",
-            "httpMethod": method,
-            "path": f"/prod{path}",
-            "stage": "prod",
-            "requestId": f"req-{uuid.uuid4().hex[:8]}",
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": text,
-        "isBase64Encoded": base64,
-    }
+    target = path + ("?" + urlencode(query) if query else "")
+    event = lambda_events.rest_event(method, target, sent.items(), (text or "").encode())
+    event["requestContext"]["requestId"] = f"req-{uuid.uuid4().hex[:8]}"
+    if text is None:
+        event["body"] = None
+    if base64:
+        event["body"], event["isBase64Encoded"] = text, True
+    return event
 
 
 def scheduled_event(event_id: str = "evt-0001") -> dict[str, Any]:
     """What an EventBridge schedule rule sends its target."""
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": "123456789012",
-        "time": "2026-01-01T00:00:00Z",
-        "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/weft-maintenance"],
-        "detail": {},
-    }
+    return {**lambda_events.scheduled_event("us-east-1"), "id": event_id}
 
 
 @dataclass

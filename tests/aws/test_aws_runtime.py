@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_support import FakeMonotonic, reply_of, rest_event, scheduled_event
+from aws_support import Api, FakeMonotonic, reply_of, rest_event, scheduled_event
 from dynamodb_support import MotoEnvironment, new_table
 
 from weft_serverless import ConfigurationError, Engine, MemoryStorage
@@ -133,6 +133,17 @@ def test_step_reserve_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(ConfigurationError, match="WEFT_STEP_RESERVE_SECONDS"):
         make_api_handler()
     assert aws_runtime.seconds_from_env("X", 3.0, {"X": "4.5"}) == 4.5
+
+
+def test_step_reserve_value_from_the_environment_is_used(
+    monkeypatch: pytest.MonkeyPatch, engine: Engine, monotonic: FakeMonotonic
+) -> None:
+    """A start waiting for its result waits only until the reserve is left: 6 s - 4 s."""
+    monkeypatch.setenv("WEFT_STEP_RESERVE_SECONDS", "4")
+    api = Api(make_api_handler(sleep=monotonic.sleep, monotonic=monotonic), monotonic)
+    body = {"workflow_type": "napper", "input": 60, "wait_seconds": 25}
+    api("POST", "/workflows", body, timeout=6.0)
+    assert sum(monotonic.sleeps) == 2.0
 
 
 def _run(code: str) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from weft_serverless import Engine
+from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
 
 from . import operations
 from .context import LambdaContext
@@ -186,8 +187,13 @@ def _path_param(name: str, raw: str) -> str:
     value = urllib.parse.unquote(raw)
     if not value or not value.isprintable():
         raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
-    if name == "workflow_id" and len(value) > 256:
-        raise ApiError(400, "InvalidArgumentError", f"{name}: over 256 characters", field=name)
+    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_LENGTH:
+        raise ApiError(
+            400,
+            "InvalidArgumentError",
+            f"{name}: over {MAX_WORKFLOW_ID_LENGTH} characters",
+            field=name,
+        )
     return value
 
 

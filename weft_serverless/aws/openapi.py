@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from weft_serverless import __version__
+from weft_serverless.engine.records import STATUSES
 
-from .routes import ANY, ROUTES, STATUSES, Route, Schema
+from .routes import ANY, ROUTES, Route, Schema
 
 STATUS_TEXT = {
     200: "OK",

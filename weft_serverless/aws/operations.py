@@ -26,7 +26,6 @@ from .scope import Invocation
 
 Reply = tuple[int, Any]
 POLL_SECONDS = 0.25
-TERMINAL = frozenset({"completed", "failed", "cancelled", "timed-out"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +73,7 @@ def wait_for(request: Request, workflow_id: str, wait_seconds: float) -> Workflo
     while True:
         description = request.engine.describe(workflow_id)
         remaining = allowed - (request.monotonic() - started)
-        if description.status in TERMINAL or remaining <= 0:
+        if description.is_terminal or remaining <= 0:
             return description
         request.sleep(min(POLL_SECONDS, remaining))
 
@@ -123,7 +122,7 @@ def describe_workflow(request: Request) -> Reply:
 
 def get_result(request: Request) -> Reply:
     description = wait_for(request, request.workflow_id, request.query.get("wait_seconds", 0.0))
-    finished = description.status in TERMINAL
+    finished = description.is_terminal
     body = {
         "id": description.id,
         "status": description.status,
@@ -157,9 +156,11 @@ def query_workflow(request: Request) -> Reply:
 
 
 def cancel_workflow(request: Request) -> Reply:
-    _require_unfinished(request, allow="cancelled")
-    request.engine.cancel(request.workflow_id)
-    return describe_workflow(request)
+    request.engine.cancel(request.workflow_id)  # a finished run is left as it is, unwritten
+    description = request.engine.describe(request.workflow_id)
+    if description.is_terminal and description.status != "cancelled":
+        raise WorkflowNotRunningError(request.workflow_id, description.status)
+    return 200, workflow_json(description)
 
 
 def suspend_workflow(request: Request) -> Reply:
@@ -187,11 +188,11 @@ def fail_activity(request: Request) -> Reply:
     return 200, {"accepted": True}
 
 
-def _require_unfinished(request: Request, allow: str | None = None) -> None:
+def _require_unfinished(request: Request) -> None:
     """Refuse (409) a control call on a finished run, where the engine would be silent."""
-    status = request.engine.describe(request.workflow_id).status
-    if status in TERMINAL and status != allow:
-        raise WorkflowNotRunningError(request.workflow_id, status)
+    description = request.engine.describe(request.workflow_id)
+    if description.is_terminal:
+        raise WorkflowNotRunningError(request.workflow_id, description.status)
 
 
 def _duration(body: dict[str, Any], name: str) -> float | None:

@@ -12,16 +12,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
+from weft_serverless.engine.records import STATUSES
+
 Schema = dict[str, Any]
 
 MAX_BODY_BYTES = 1024 * 1024
 """Bodies above this are refused with a 413 before they are parsed."""
 MAX_WAIT_SECONDS = 25.0
 """Longest ``wait_seconds``: API Gateway ends an integration after 29 s."""
-STATUSES = ("pending", "running", "suspended", "completed", "failed", "cancelled", "timed-out")
 
 ANY: Schema = {"description": "Any JSON value."}
-ID: Schema = {"type": "string", "minLength": 1, "maxLength": 256}
+ID: Schema = {"type": "string", "minLength": 1, "maxLength": MAX_WORKFLOW_ID_LENGTH}
 DURATION: Schema = {
     "type": ["number", "string"],
     "description": "Seconds, or a duration such as '90s', '5m', '1h'.",

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from weft_serverless.errors import PayloadTooLargeError
+
 from .responses import ApiError, bad_request
 from .routes import MAX_BODY_BYTES, Field, Route, Schema
 
@@ -29,7 +31,7 @@ def parse_body(
     if size > limit:
         raise ApiError(
             413,
-            "PayloadTooLargeError",
+            PayloadTooLargeError.__name__,
             f"the request body is about {size} bytes, over the limit of {limit} bytes",
             field="body",
         )
