@@ -179,9 +179,13 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(value: float | int | str | _dt.timedelta, what: str = "duration") -> float:
-    """Seconds from a number, a ``timedelta``, or a string like ``"500ms"``, ``"5m"``, ``"1d"``."""
+    """Seconds from a number, a ``timedelta``, or a string like ``"500ms"``, ``"5m"``, ``"1d"``.
+
+    A bad value raises ``InvalidArgumentError`` whose ``field`` is ``what``.
+    """
+    kinds = f"{what} must be seconds, a timedelta or a string like '5m'"
     if isinstance(value, bool):
-        raise InvalidArgumentError(f"{what} must be seconds, a timedelta or a string like '5m'")
+        raise InvalidArgumentError(kinds, field=what)
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, _dt.timedelta):
@@ -190,11 +194,14 @@ def parse_duration(value: float | int | str | _dt.timedelta, what: str = "durati
         match = _DURATION.match(value)
         if not match:
             raise InvalidArgumentError(
-                f"{what} {value!r} is not a duration; use e.g. '500ms', '10s', '5m', '2h', '1d'"
+                f"{what} {value!r} is not a duration; use e.g. '500ms', '10s', '5m', '2h', '1d'",
+                field=what,
             )
         seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
     else:
-        raise InvalidArgumentError(f"{what} must be seconds, a timedelta or a string like '5m'")
+        raise InvalidArgumentError(kinds, field=what)
     if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidArgumentError(f"{what} must be a finite number >= 0 seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{what} must be a finite number >= 0 seconds, got {value!r}", field=what
+        )
     return seconds

@@ -50,7 +50,14 @@ class UnknownWorkflowTypeError(ConfigurationError):
 
 
 class InvalidArgumentError(WeftError):
-    """A call received a value it cannot accept; the message names the argument."""
+    """A call received a value it cannot accept; the message names the argument.
+
+    ``field`` names the argument too, when one is to blame, so an HTTP layer can point at it.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class CodecError(WeftError):

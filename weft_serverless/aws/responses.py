@@ -99,6 +99,8 @@ def error_of(exc: Exception, payload_field: str | None = None) -> ApiError:
                 error.field = payload_field
             if isinstance(exc, CodecError) and exc.path:
                 error.field = exc.path
+            if isinstance(exc, InvalidArgumentError) and exc.field:
+                error.field = exc.field
             if isinstance(exc, UpdateValidationError):
                 error.issues = [dict(issue) for issue in exc.issues]
             return error

@@ -49,10 +49,12 @@ def start_time(
         return now + parse_duration(start_after, "start_after")
     if isinstance(start_at, datetime.datetime):
         if start_at.tzinfo is None:
-            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)")
+            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)", "start_at")
         return start_at.timestamp()
     if start_at is not None and (
         isinstance(start_at, bool) or not isinstance(start_at, int | float)
     ):
-        raise InvalidArgumentError("start_at must be epoch seconds or an aware datetime")
+        raise InvalidArgumentError(
+            "start_at must be epoch seconds or an aware datetime", "start_at"
+        )
     return None if start_at is None else float(start_at)

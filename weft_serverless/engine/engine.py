@@ -190,15 +190,19 @@ class Engine:
         if idempotency_key is not None and (
             not isinstance(idempotency_key, str) or not idempotency_key
         ):
-            raise InvalidArgumentError("idempotency_key must be a non-empty string")
+            raise InvalidArgumentError(
+                "idempotency_key must be a non-empty string", "idempotency_key"
+            )
         if start_at is not None and start_after is not None:
-            raise InvalidArgumentError("pass start_at or start_after, not both")
+            raise InvalidArgumentError("pass start_at or start_after, not both", "start_after")
         due = start_time(self._rt.now(), start_at, start_after)
         timeout = None
         if execution_timeout is not None:
             timeout = parse_duration(execution_timeout, "execution_timeout")
             if timeout <= 0:
-                raise InvalidArgumentError("execution_timeout must be > 0 seconds")
+                raise InvalidArgumentError(
+                    "execution_timeout must be > 0 seconds", "execution_timeout"
+                )
         encoded = self._rt.encode_payload(input, "workflow input")
         return lifecycle.new_state(
             self._rt,
