@@ -30,9 +30,6 @@ _EXT_TUPLE = 6
 _EXT_UUID = 7
 _EXT_TIMEDELTA = 8
 
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
-
 
 def _default(obj: Any) -> msgpack.ExtType:
     if isinstance(obj, _dt.datetime):
@@ -111,6 +108,8 @@ def encode(value: Any, what: str = "value") -> bytes:
         return _pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
+        if not path:  # no single part to blame: the value as a whole
+            path, bad = what, value
         raise CodecError(
             f"cannot encode {path}: {type(bad).__name__} is not supported "
             f"({exc}); use plain data (dict, list, str, int, float, bool, None, bytes, "
@@ -128,10 +127,13 @@ def decode(data: bytes) -> Any:
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
-    """Walk a value to the first part the codec refuses; returns its path and the part."""
+    """Walk a value to the first part the codec refuses; returns its path and the part.
+
+    Each leaf is tried with the codec itself, so the walk can never disagree with it.
+    """
     if isinstance(value, dict):
         for key, item in value.items():
-            if not _encodable_scalar(key):
+            if not _packs(key):
                 return f"{path} key {key!r}", key
             found = _find_unencodable(item, f"{path}[{key!r}]")
             if found[0]:
@@ -143,19 +145,15 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
             if found[0]:
                 return found
         return "", None
-    if _encodable_scalar(value):
-        return "", None
-    if isinstance(value, _dt.datetime | _dt.date | _dt.timedelta | decimal.Decimal | uuid.UUID):
-        return "", None
-    return path, value
+    return ("", None) if _packs(value) else (path, value)
 
 
-def _encodable_scalar(value: Any) -> bool:
-    if value is None or isinstance(value, bool | str | bytes | float):
-        return True
-    if isinstance(value, int):
-        return _INT_MIN <= value <= _INT_MAX
-    return False
+def _packs(value: Any) -> bool:
+    try:
+        _pack(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def jsonable(value: Any) -> Any:

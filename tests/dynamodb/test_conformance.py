@@ -13,7 +13,7 @@ from weft_serverless.storage.conformance import StorageConformance
 
 
 class _OnDynamoDB(StorageConformance):
-    """Each test gets a fresh table; the race test uses a second handle with its own client."""
+    """Each test gets a fresh table; the race test uses a second handle on the same table."""
 
     opener: Callable[[pytest.FixtureRequest, Path], Callable[[], Storage]]
 

@@ -118,13 +118,20 @@ def test_throttling_inside_a_transaction_is_retried_with_the_same_token(
     assert list(store.scan(P)) == [("a", b"1"), ("b", b"2")]
 
 
-def test_throttled_scan_page_resumes_where_it_stopped(store: DynamoDBStorage) -> None:
-    store.batch([Put(Key(P, f"k{i:02d}"), b"v") for i in range(30)])
-    script(store, "Query", passes, aws_error("ThrottlingException"))
+def test_throttled_scan_page_resumes_where_it_stopped(
+    store: DynamoDBStorage, clock: FakeClock
+) -> None:
+    """30 items of 40 KB span two 1 MB Query pages; the second page is throttled once, backed
+    off, and re-asked from the same ExclusiveStartKey."""
+    for start in range(0, 30, 5):
+        store.batch([Put(Key(P, f"k{i:02d}"), b"x" * 40_000) for i in range(start, start + 5)])
+    faults = script(store, "Query", passes, aws_error("ThrottlingException"))
     pairs = store.scan(P, limit=None)
     first = [next(pairs)[0] for _ in range(3)]
     assert first == ["k00", "k01", "k02"]
     assert [sort for sort, _ in pairs] == [f"k{i:02d}" for i in range(3, 30)]
+    assert len(faults.bodies) == 3 and len(clock.sleeps) == 1
+    assert faults.bodies[2]["ExclusiveStartKey"] == faults.bodies[1]["ExclusiveStartKey"]
 
 
 def test_unprocessed_items_of_a_bulk_delete_are_retried_until_done(
@@ -271,9 +278,16 @@ def test_plain_condition_failure_on_a_first_attempt_is_false_without_read_back(
 
 
 def test_connect_failure_is_retried_as_not_sent(store: DynamoDBStorage) -> None:
+    """A connect failure never reached DynamoDB: it is retried, and when the budget runs out
+    the outcome is reported as known (nothing was applied)."""
     script(store, "PutItem", raises(EndpointConnectionError))
     store.put(A, b"v")
     assert store.get(A) == b"v"
+    store.time_budget = 0.5
+    script(store, "PutItem", *[raises(EndpointConnectionError)] * 100)
+    with pytest.raises(StorageRetriesExhaustedError) as info:
+        store.put(B, b"v")
+    assert info.value.outcome_unknown is False
 
 
 # -- typed errors ------------------------------------------------------------------------------
@@ -349,9 +363,15 @@ def test_callable_budget_with_no_time_left_sends_nothing(store: DynamoDBStorage)
 
 
 def test_callable_budget_is_read_on_every_attempt(store: DynamoDBStorage, clock: FakeClock) -> None:
-    deadline = 0.3
-    store.time_budget = lambda: deadline - clock.now
+    deadline, reads = 0.3, []
+
+    def budget() -> float:
+        reads.append(clock.now)
+        return deadline - clock.now
+
+    store.time_budget = budget
     script(store, "PutItem", *[aws_error("ThrottlingException")] * 100)
     with pytest.raises(StorageRetriesExhaustedError):
         store.put(A, b"v")
     assert clock.now <= deadline
+    assert len(set(reads)) > 1  # read again after sleeping, not once at the start

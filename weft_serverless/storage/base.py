@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from weft_serverless.errors import InvalidArgumentError, InvalidKeyError, StorageLimitError
@@ -79,23 +79,19 @@ class StorageStats:
         return self.gets + self.scans + self.batches + self.conditional_batches
 
     def snapshot(self) -> dict[str, int]:
-        return {
-            "gets": self.gets,
-            "scans": self.scans,
-            "scanned_items": self.scanned_items,
-            "batches": self.batches,
-            "conditional_batches": self.conditional_batches,
-            "conditional_failures": self.conditional_failures,
-            "items_written": self.items_written,
-            "items_deleted": self.items_deleted,
-            "requests": self.requests(),
-        }
+        """Every counter, read together under the lock, plus the total of requests."""
+        with self._lock:
+            counts = {name: getattr(self, name) for name in _COUNTERS}
+            counts["requests"] = self.requests()
+        return counts
 
     def reset(self) -> None:
         with self._lock:
-            self.gets = self.scans = self.scanned_items = 0
-            self.batches = self.conditional_batches = self.conditional_failures = 0
-            self.items_written = self.items_deleted = 0
+            for name in _COUNTERS:
+                setattr(self, name, 0)
+
+
+_COUNTERS = tuple(f.name for f in fields(StorageStats) if not f.name.startswith("_"))
 
 
 def prefix_end(prefix: str) -> str | None:
@@ -191,13 +187,7 @@ class Storage(ABC):
         The prefix and the bounds intersect; ``gt``/``lt`` are strict, ``gte``/``lte``
         inclusive; ``limit`` caps the pairs yielded; ``reverse`` walks from the top.
         """
-        if not partition or not _is_ascii(partition):
-            raise InvalidKeyError(f"partition must be non-empty ASCII, got {partition!r}")
-        maximum = self.capabilities().max_partition_bytes
-        if len(partition) > maximum:
-            raise InvalidKeyError(
-                f"scan partition is {len(partition)} bytes, over this backend's {maximum}"
-            )
+        _check_part(partition, "partition", self.capabilities().max_partition_bytes, partition)
         if limit is not None and limit < 0:
             raise InvalidArgumentError(f"scan limit must be >= 0, got {limit}")
         if limit == 0:
@@ -236,23 +226,16 @@ class Storage(ABC):
         return ok
 
     def delete_many(self, keys: Iterable[Key]) -> int:
-        """Delete keys in chunks, NOT atomically as a whole; returns how many were requested."""
-        size = self.capabilities().max_batch_ops
-        chunk: list[Op] = []
-        seen: set[Key] = set()
-        count = 0
-        for key in keys:
-            if key in seen:
-                continue
-            seen.add(key)
-            chunk.append(Delete(key))
-            count += 1
-            if len(chunk) == size:
-                self.batch(chunk)
-                chunk = []
-        if chunk:
-            self.batch(chunk)
-        return count
+        """Delete keys in chunks, NOT atomically as a whole; returns how many were requested.
+
+        Every key is checked before anything is deleted; duplicates are dropped.
+        """
+        unique = list(dict.fromkeys(keys))
+        caps = self.capabilities()
+        for key in unique:
+            self._check_key(key, caps)
+        self._delete_many(unique)
+        return len(unique)
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections; the object must not be used afterwards."""
@@ -273,28 +256,26 @@ class Storage(ABC):
     @abstractmethod
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool: ...
 
+    def _delete_many(self, keys: list[Key]) -> None:
+        """Bulk delete of checked, distinct keys; by default in atomic chunks of the batch size."""
+        size = self.capabilities().max_batch_ops
+        for start in range(0, len(keys), size):
+            chunk: list[Op] = [Delete(key) for key in keys[start : start + size]]
+            self._count_writes(chunk)
+            self._batch(chunk)
+
     # -- invariants --------------------------------------------------------------------------
 
-    def _check_key(self, key: Key) -> None:
-        caps = self.capabilities()
-        for part, name, maximum in (
-            (key.partition, "partition", caps.max_partition_bytes),
-            (key.sort, "sort", caps.max_sort_bytes),
-        ):
-            if not part:
-                raise InvalidKeyError(f"key {name} must not be empty ({key!r})")
-            if not _is_ascii(part):
-                raise InvalidKeyError(f"key {name} must be ASCII ({key!r})")
-            if len(part) > maximum:
-                raise InvalidKeyError(
-                    f"key {name} is {len(part)} bytes, over this backend's {maximum} ({key!r})"
-                )
+    def _check_key(self, key: Key, caps: Capabilities | None = None) -> None:
+        caps = caps or self.capabilities()
+        _check_part(key.partition, "partition", caps.max_partition_bytes, key)
+        _check_part(key.sort, "sort", caps.max_sort_bytes, key)
 
     def _check_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> None:
         caps = self.capabilities()
         op_keys: set[Key] = set()
         for op in ops:
-            self._check_key(op.key)
+            self._check_key(op.key, caps)
             if op.key in op_keys:
                 raise InvalidArgumentError(f"a batch writes key {op.key!r} twice")
             op_keys.add(op.key)
@@ -307,7 +288,7 @@ class Storage(ABC):
                     )
         cond_keys: set[Key] = set()
         for cond in conditions:
-            self._check_key(cond.key)
+            self._check_key(cond.key, caps)
             if cond.key in cond_keys:
                 raise InvalidArgumentError(f"a batch has two conditions on key {cond.key!r}")
             cond_keys.add(cond.key)
@@ -334,5 +315,13 @@ class Storage(ABC):
             yield pair
 
 
-def _is_ascii(text: str) -> bool:
-    return text.isascii()
+def _check_part(part: str, name: str, maximum: int, where: object) -> None:
+    """A key part (partition or sort) must be non-empty ASCII within the backend's length."""
+    if not part:
+        raise InvalidKeyError(f"key {name} must not be empty ({where!r})")
+    if not part.isascii():
+        raise InvalidKeyError(f"key {name} must be ASCII ({where!r})")
+    if len(part) > maximum:
+        raise InvalidKeyError(
+            f"key {name} is {len(part)} bytes, over this backend's {maximum} ({where!r})"
+        )

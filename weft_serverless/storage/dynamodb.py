@@ -13,7 +13,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -396,17 +396,14 @@ class DynamoDBStorage(Storage):
             self.meter.record("TransactGetItems", read_units=units)
         return found
 
-    def delete_many(self, keys: Iterable[Key]) -> int:
+    def _delete_many(self, keys: list[Key]) -> None:
         """Delete keys 25 at a time with ``BatchWriteItem``: NOT atomic, retried to the end.
 
         Offloaded S3 objects are left in place (other items may share them); expire them with
         a bucket lifecycle rule.
         """
-        unique = list(dict.fromkeys(keys))
-        for key in unique:
-            self._check_key(key)
-        for start in range(0, len(unique), BATCH_WRITE_CHUNK):
-            chunk = unique[start : start + BATCH_WRITE_CHUNK]
+        for start in range(0, len(keys), BATCH_WRITE_CHUNK):
+            chunk = keys[start : start + BATCH_WRITE_CHUNK]
             pending: list[Any] = [{"DeleteRequest": {"Key": key_attributes(k)}} for k in chunk]
             attempts = self._retrier.attempts("BatchWriteItem")
             while pending:
@@ -424,4 +421,3 @@ class DynamoDBStorage(Storage):
             with self.stats._lock:
                 self.stats.batches += 1
                 self.stats.items_deleted += len(chunk)
-        return len(unique)
