@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -280,15 +279,7 @@ def _driving(workflows: dict[str, Any] | None) -> Iterator[dict[str, Any] | None
 
     With workflows, the woken run is driven here and its activities may print: that goes to
     stderr, so stdout keeps only the command's answer (valid JSON with ``--json``). Without,
-    the command only stores the write, by design, and the engine's warning that it cannot
-    drive the run's type would read like a failure, so it is silenced.
+    the command only stores the write (the engine logs that at INFO, not as a warning).
     """
-    engine_logger = logging.getLogger("weft_serverless.engine")
-    level = engine_logger.level
-    if workflows is None:
-        engine_logger.setLevel(logging.ERROR)
-    try:
-        with redirect_stdout(sys.stderr):
-            yield workflows
-    finally:
-        engine_logger.setLevel(level)
+    with redirect_stdout(sys.stderr):
+        yield workflows

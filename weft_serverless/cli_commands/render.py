@@ -2,8 +2,8 @@
 
 The step timeline reads a workflow's partition once (``load_history``) and joins, per step
 slot, its op record (signature, outcome, attempt number) with what is still pending there
-(a timer, a retry, an async activity, a child). Op records carry no commit time, so the
-times shown are the ones the engine stores: due times of timers and retries.
+(a timer, a retry, an async activity, a child). Times are the ones the engine stores: when a
+step committed, and when a timer or retry falls due.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.codec import jsonable
@@ -85,7 +85,7 @@ class Step:
     due_at: float | None = None
     detail: str = ""
     error: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    committed_at: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +95,7 @@ class Step:
             "status": self.status,
             "attempts": self.attempts,
             "due_at": self.due_at,
+            "committed_at": self.committed_at,
             "detail": self.detail or None,
             "error": self.error,
         }
@@ -115,7 +116,8 @@ def timeline(history: History) -> list[Step]:
         slot, _, attempt = raw_slot.partition("@")
         if slot in steps:
             continue
-        step = Step(slot, keys.describe_slot(slot), "-", "waiting", due_at=record.get("due"))
+        operation = str(record.get("sig", "-"))  # parked steps with a record keep their signature
+        step = Step(slot, keys.describe_slot(slot), operation, "waiting", due_at=record.get("due"))
         if attempt:
             step.operation, step.attempts = "run", int(attempt)
             step.detail = "async activity: waiting for complete/fail"
@@ -170,6 +172,7 @@ def _committed(slot: str, record: dict[str, Any], history: History, label: str) 
         attempts = err.get("attempts") or (len(failed_attempts) + 1 if failed_attempts else 1)
     pending = history.pending.get(slot) or {}
     step = Step(slot, label, signature, "ok", attempts=attempts, due_at=pending.get("due"))
+    step.committed_at = record.get("at")
     if record.get("ok", True) is False:
         step.status = "failed"
         step.error = record.get("err")

@@ -8,6 +8,7 @@ order it was built live. Only past the recorded history does anything run for re
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +64,9 @@ def drive(
         return history.state.status
     definition = rt.definitions.get(history.state.type)
     if definition is None:
-        logger.warning(
+        # An engine with no workflows at all (an operator tool) only stores writes: routine.
+        logger.log(
+            logging.WARNING if rt.definitions else logging.INFO,
             "workflow %s has type %r, which this engine does not register; left as it is",
             workflow_id,
             history.state.type,
