@@ -207,3 +207,85 @@ def test_bad_child_starts(storage_factory: Opener) -> None:
     error = te.describe("wf-policy").error
     assert error is not None
     assert error["type"] == "InvalidArgumentError"
+
+
+# -- children under ownership="lease" --------------------------------------------------------
+
+LEASE_TTL = 30.0
+
+
+def _fan_out(ctx: Any, shape: str) -> Any:
+    """Children started inside a combinator: their start batches join the combinator's."""
+    if shape == "all":
+        got = yield ctx.all(
+            ctx.start_child("child", "a", id="wf-a"), ctx.start_child("child", "b", id="wf-b")
+        )
+        return got
+    index, got = yield ctx.race(
+        ctx.start_child("child", "a", id="wf-a", parent_close_policy="abandon"),
+        ctx.sleep(60),
+    )
+    return [index, got]
+
+
+def _lease_engine(storage_factory: Opener, calls: Calls) -> TestEngine:
+    workflows = {**_workflows(calls), "fan": workflow("fan").execute(_fan_out)}
+    return make_engine(storage_factory, workflows, ownership="lease")
+
+
+@pytest.mark.parametrize("policy", ["await", "abandon", "request-cancel"])
+def test_lease_engine_starts_a_child_with_every_policy(
+    storage_factory: Opener, policy: str
+) -> None:
+    """Under ``ownership="lease"`` the child's start carries the store fence once (its start
+    fragment and the parent's commit both bring it) and commits: the child runs, the parent
+    gets its result or id."""
+    calls = Calls()
+    te = _lease_engine(storage_factory, calls)
+    te.start("parent", policy, id=PARENT)
+    assert _status(te, CHILD) == "running"
+    assert calls.log == [("work", "kid")]
+    te.signal(CHILD, "finish", "done")
+    te.run_maintenance()
+    te.signal(PARENT, "end")
+    expected = "kid:done" if policy == "await" else CHILD
+    assert te.describe(PARENT).result == {"got": expected}
+
+
+@pytest.mark.parametrize("shape", ["all", "race"])
+def test_lease_engine_starts_children_inside_all_and_race(
+    storage_factory: Opener, shape: str
+) -> None:
+    """Child starts folded into ``ctx.all`` and ``ctx.race`` commits under ``lease``."""
+    te = _lease_engine(storage_factory, Calls())
+    te.start("fan", shape, id="wf-fan")
+    te.signal("wf-a", "finish", "x")
+    if shape == "all":
+        te.signal("wf-b", "finish", "y")
+    te.run_maintenance()
+    expected = ["a:x", "b:y"] if shape == "all" else [0, "wf-a"]
+    assert te.describe("wf-fan").result == expected
+    assert _status(te, "wf-a") == "completed"
+
+
+def test_lease_crash_right_after_the_child_start_then_a_new_holder_finishes(
+    storage_factory: Opener,
+) -> None:
+    """Under ``lease``, a crash right after the child-start batch lands leaves one child; the
+    next lease holder (after the dead one's lease lapsed) recovers both runs, fenced on its
+    own epoch, runs the child's work once and hands its result to the parent."""
+    calls = Calls()
+    workflows = _workflows(calls)
+    te, crashing = crashable_engine(storage_factory, workflows, ownership="lease")
+    crashing.arm(puts_state(CHILD), after=True)
+    with expect_crash():
+        te.start("parent", "await", id=PARENT)
+    assert calls.log == []
+    te.clock.advance(LEASE_TTL + 1)
+    recover_fresh(te, storage_factory)
+    assert [s.id for s in te.list(workflow_type="child")] == [CHILD]
+    assert calls.log == [("work", "kid")]
+    te.signal(CHILD, "finish", "done")
+    te.run_maintenance()
+    te.signal(PARENT, "end")
+    assert te.describe(PARENT).result == {"got": "kid:done"}

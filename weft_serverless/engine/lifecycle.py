@@ -92,11 +92,9 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
             timer = keys.timer_key(due, state.id, kind)
             fragment.ops.append(Put(timer, timer_value(state.id, kind)))
     if state.status == RUNNING:
-        claim = rt.fence.start_fragment(state.id, epoch)
-        fragment.conditions += claim.conditions
-        fragment.ops += claim.ops
+        fragment.add(rt.fence.start_fragment(state.id, epoch))
     else:
-        fragment.conditions += rt.fence.external_conditions()
+        fragment.add(Fragment(conditions=rt.fence.external_conditions()))
     return fragment
 
 

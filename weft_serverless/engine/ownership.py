@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import struct
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -51,12 +51,28 @@ class EngineDeposedError(Exception):
         self.workflow_id = workflow_id
 
 
+def merge_conditions(*groups: Iterable[Condition]) -> list[Condition]:
+    """The conditions of one batch assembled from several parts, each condition once.
+
+    Parts are built independently and more than one may bring the same fence (a start
+    fragment carries it, and so does the commit the start joins); a condition repeated is
+    the same condition, while storage refuses two on one key. Two *different* expectations
+    on one key are kept, so storage refuses that batch loudly: it could never commit.
+    """
+    return list(dict.fromkeys(cond for group in groups for cond in group))
+
+
 @dataclass(slots=True)
 class Fragment:
     """Conditions and writes a mode folds into a lifecycle batch."""
 
     conditions: list[Condition] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
+
+    def add(self, other: Fragment) -> None:
+        """Fold ``other`` into this batch; a condition both carry is kept once."""
+        self.conditions = merge_conditions(self.conditions, other.conditions)
+        self.ops += other.ops
 
 
 @dataclass(frozen=True, slots=True)
