@@ -10,6 +10,7 @@ same batch, so a crash right after it still wakes the parent.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -25,7 +26,10 @@ from feature_support import (
 )
 
 from weft_serverless import WorkflowDefinition, workflow
-from weft_serverless.testing import TestEngine
+from weft_serverless.codec import decode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Put, Storage
+from weft_serverless.testing import CrashingStorage, TestEngine, VirtualClock
 
 PARENT = "wf-parent"
 CHILD = "wf-child"
@@ -289,3 +293,72 @@ def test_lease_crash_right_after_the_child_start_then_a_new_holder_finishes(
     te.run_maintenance()
     te.signal(PARENT, "end")
     assert te.describe(PARENT).result == {"got": "kid:done"}
+
+
+# -- two mode-none engines racing one child start --------------------------------------------
+
+
+class BeforeChildStart(CrashingStorage):
+    """A handle that runs ``meanwhile`` once, just before its engine sends a batch starting
+    ``child_id``: the other engine's whole drive lands between this one's read and write."""
+
+    def __init__(self, inner: Storage, child_id: str, meanwhile: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self._child_state = keys.state_key(child_id)
+        self._meanwhile: Callable[[], None] | None = meanwhile
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        hook = self._meanwhile
+        if hook is not None and any(
+            isinstance(op, Put) and op.key == self._child_state for op in ops
+        ):
+            self._meanwhile = None
+            hook()
+        return super()._conditional_batch(conditions, ops)
+
+
+@pytest.mark.parametrize("policy", ["await", "abandon"])
+def test_engine_losing_a_child_start_race_replays_the_winners_start(
+    storage_factory: Opener, policy: str
+) -> None:
+    """Two mode-``none`` engines drive one parent to its ``start_child`` step. The winner
+    starts the child; the loser's batch is refused, and it re-reads and replays that start:
+    it never records ``not-started`` for the child its parent slot owns. One child runs once,
+    and its parent gets its result (``await``) or its id (``abandon``)."""
+    calls, clock = Calls(), VirtualClock()
+    winner = TestEngine(_workflows(calls), storage=storage_factory(), clock=clock, recover=False)
+    racing = BeforeChildStart(storage_factory(), CHILD, lambda: winner.recover_all())
+    loser = TestEngine(_workflows(calls), storage=racing, clock=clock)
+    loser.start("parent", policy, id=PARENT)
+    store = storage_factory()
+    step = store.get(keys.op_key(PARENT, keys.step_slot(0)))
+    if policy == "await":
+        assert step is None  # still waiting for the child: no outcome recorded
+    else:
+        assert step is not None and decode(decode(step)["v"]) == CHILD
+    assert _status(loser, CHILD) == "running"
+    assert [s.id for s in loser.list(workflow_type="child")] == [CHILD]
+    assert calls.log == [("work", "kid")]
+    loser.signal(CHILD, "finish", "done")
+    loser.run_maintenance()
+    loser.signal(PARENT, "end")
+    expected = "kid:done" if policy == "await" else CHILD
+    assert loser.describe(PARENT).result == {"got": expected}
+
+
+@pytest.mark.parametrize("policy", ["await", "abandon", "request-cancel"])
+def test_child_id_held_by_another_run_fails_the_start_with_every_policy(
+    storage_factory: Opener, policy: str
+) -> None:
+    """A child id another run already holds raises ``ChildWorkflowFailedError`` (status
+    ``not-started``) at the yield whatever the policy; the parent goes on rather than
+    re-reading forever, and the other run is left as it was."""
+    te = _engine(storage_factory, Calls())
+    te.start("child", "other", id=CHILD)
+    te.start("parent", policy, id=PARENT)
+    assert te.describe(PARENT).result == {
+        "error": "ChildWorkflowFailedError",
+        "status": "not-started",
+    }
+    assert te.describe(CHILD).parent_id is None
+    assert _status(te, CHILD) == "running"

@@ -152,16 +152,39 @@ def child_start_fragment(
     return fragment
 
 
-def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fragment) -> bool:
-    """Commit a child start on its own; False when the child id is taken."""
+def commit_child_start(
+    rt: Runtime, parent_id: str, slot: str, child_id: str, fragment: Fragment
+) -> bool:
+    """Commit a child start on its own; False when the child id is taken by another run.
+
+    A refused start whose child exists is "taken" only if that child is not this step's
+    own: a racing writer of the same step (two engines in mode ``none``) starts the very
+    same child, and then ``LostCommit`` makes this drive re-read and replay that start.
+    """
     try:
         commit(rt, parent_id, fragment.conditions, fragment.ops)
         return True
     except LostCommit:
         rt.fence.forget_start(child_id)
-        if rt.storage.get(keys.state_key(child_id)) is not None:
+        if child_id_taken(rt, parent_id, slot, child_id):
             return False
         raise
+
+
+def child_id_taken(rt: Runtime, parent_id: str, slot: str, child_id: str) -> bool:
+    """Whether ``child_id`` names a run other than this step's child; raise ``LostCommit``
+    when it names this step's own child, which a racing writer of the step started."""
+    data = rt.storage.get(keys.state_key(child_id))
+    if data is None:
+        return False
+    if _child_of(WorkflowState.from_bytes(data), parent_id, slot):
+        raise LostCommit(parent_id)
+    return True
+
+
+def _child_of(state: WorkflowState, parent_id: str, slot: str) -> bool:
+    parent = state.parent or {}
+    return parent.get("id") == parent_id and parent.get("slot") == slot
 
 
 def transition_ops(

@@ -281,7 +281,11 @@ class StepRunner:
         if isinstance(fragment, WeftError):
             return self._child_not_started(child_id, fragment)
         if cmd.parent_close_policy != "await":
-            # The step's result is the child id: start and record it in one batch.
+            # The step's result is the child id: start and record it in one batch. A refused
+            # batch only makes the drive re-read, so an id another run holds is found first.
+            if lifecycle.child_id_taken(self.rt, self.workflow_id, slot, child_id):
+                self.rt.fence.forget_start(child_id)
+                return self._child_not_started(child_id, WorkflowAlreadyExistsError(child_id))
             done = Done(
                 Outcome(child_id),
                 {"v": encode(child_id)},
@@ -295,7 +299,7 @@ class StepRunner:
                 ],
             )
             return done
-        if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
+        if not lifecycle.commit_child_start(self.rt, self.workflow_id, slot, child_id, fragment):
             return self._child_not_started(child_id, WorkflowAlreadyExistsError(child_id))
         self.history.pending[slot] = {"child_id": child_id, "policy": "await"}
         self.enqueue(child_id)
