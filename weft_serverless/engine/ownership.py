@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.errors import (
@@ -128,7 +128,15 @@ class Ownership:
         """A fenced commit was refused: raise if it was deposition rather than a lost race."""
 
     def bootstrap(self) -> None:
-        """Run the construction gates; called before recovery."""
+        """Run the construction gates; called before recovery.
+
+        Mode ``none`` writes no marker (a fencing engine may take the store over later,
+        docs/decisions/0011-mode-none-on-a-fenced-store.md) but is refused on a store whose
+        marker names a fencing mode: there it would drive runs their owners hold, unfenced.
+        """
+        stored = read_marker(self.rt)
+        if stored is not None:
+            raise OwnershipModeMismatchError(self.mode, stored["mode"], stored["established_at"])
 
     def needs_claim(self, workflow_id: str) -> bool:
         """Whether driving this workflow here would first have to claim it (a write)."""
@@ -186,6 +194,39 @@ class Ownership:
         return None
 
 
+class ReadOnly(Ownership):
+    """For tools that only read (the CLI's list, show, result) a store of any mode.
+
+    It checks no marker and claims nothing; every write the engine would fence is refused,
+    so such a tool can never write unfenced on a fenced store.
+    """
+
+    def bootstrap(self) -> None:
+        """Nothing to check: this engine never writes."""
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        raise ConfigurationError("this engine only reads; open one in the store's mode to write")
+
+    def external_conditions(self) -> list[Condition]:
+        return self.conditions("")
+
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+    def rotate_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+
+def read_marker(rt: Runtime) -> dict[str, Any] | None:
+    """The store's ownership-mode marker ``{mode, established_at}``, None on a store no
+    fencing engine has used."""
+    stored = rt.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
+    return None if stored is None else dict(decode(stored))
+
+
 def establish_mode(rt: Runtime, mode: Mode) -> None:
     """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS)."""
     if not rt.storage.capabilities().conditional_batch:
@@ -195,13 +236,12 @@ def establish_mode(rt: Runtime, mode: Mode) -> None:
         )
     key = keys.meta_key(keys.OWNERSHIP_MODE)
     for _ in range(5):
-        stored = rt.storage.get(key)
-        if stored is None:
+        record = read_marker(rt)
+        if record is None:
             marker = encode({"mode": mode, "established_at": rt.now()})
             if rt.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
                 return
             continue
-        record = decode(stored)
         if record["mode"] != mode:
             raise OwnershipModeMismatchError(mode, record["mode"], record["established_at"])
         return
