@@ -362,3 +362,26 @@ def test_child_id_held_by_another_run_fails_the_start_with_every_policy(
     }
     assert te.describe(CHILD).parent_id is None
     assert _status(te, CHILD) == "running"
+
+
+@pytest.mark.parametrize("policy", ["await", "abandon"])
+def test_child_reusing_a_purged_runs_id_claims_on_top_of_its_epoch(
+    storage_factory: Opener, policy: str
+) -> None:
+    """Under ``workflow-lease`` a purged run keeps its owner epoch, so a child started with
+    that id claims the next epoch in its start batch rather than being refused forever (the
+    parent would stay ``running`` with nothing to drive it)."""
+    te = make_engine(storage_factory, _workflows(Calls()), ownership="workflow-lease")
+    te.start("child", "old", id=CHILD)
+    te.signal(CHILD, "finish", "gone")
+    assert _status(te, CHILD) == "completed"
+    te.purge(CHILD)  # rotates the epoch (1 -> 2) and keeps it
+    te.start("parent", policy, id=PARENT)
+    assert _status(te, CHILD) == "running"
+    epoch = te.storage.get(keys.owner_epoch_key(CHILD))
+    assert epoch is not None and int.from_bytes(epoch, "big") == 3
+    te.signal(CHILD, "finish", "done")
+    te.run_maintenance()
+    te.signal(PARENT, "end")
+    expected = "kid:done" if policy == "await" else CHILD
+    assert te.describe(PARENT).result == {"got": expected}

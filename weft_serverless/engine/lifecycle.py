@@ -137,14 +137,18 @@ def child_start_fragment(
     encoded_input: bytes,
     policy: str,
     signature: str,
+    epoch: bytes | None = None,
 ) -> Fragment | WeftError:
-    """Start a child and record it as the parent's pending step; folded into one batch."""
+    """Start a child and record it as the parent's pending step; folded into one batch.
+
+    ``epoch`` is the owner epoch a purged run of ``child_id`` left (see ``child_start_epoch``).
+    """
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
         state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
     except WeftError as exc:
         return exc
-    fragment = start_fragment(rt, state)
+    fragment = start_fragment(rt, state, epoch)
     pending_key = keys.pending_key(parent_id, slot)
     fragment.conditions.append(Condition(pending_key, None))
     pending = {"child_id": child_id, "policy": policy, "sig": signature}
@@ -152,34 +156,30 @@ def child_start_fragment(
     return fragment
 
 
-def commit_child_start(
-    rt: Runtime, parent_id: str, slot: str, child_id: str, fragment: Fragment
-) -> bool:
-    """Commit a child start on its own; False when the child id is taken by another run.
-
-    A refused start whose child exists is "taken" only if that child is not this step's
-    own: a racing writer of the same step (two engines in mode ``none``) starts the very
-    same child, and then ``LostCommit`` makes this drive re-read and replay that start.
-    """
+def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fragment) -> bool:
+    """Commit a child start on its own; False when refused (``child_start_epoch`` says why)."""
     try:
         commit(rt, parent_id, fragment.conditions, fragment.ops)
         return True
     except LostCommit:
         rt.fence.forget_start(child_id)
-        if child_id_taken(rt, parent_id, slot, child_id):
-            return False
-        raise
+        return False
 
 
-def child_id_taken(rt: Runtime, parent_id: str, slot: str, child_id: str) -> bool:
-    """Whether ``child_id`` names a run other than this step's child; raise ``LostCommit``
-    when it names this step's own child, which a racing writer of the step started."""
+def child_start_epoch(rt: Runtime, parent_id: str, slot: str, child_id: str) -> bytes | None:
+    """What a start of ``child_id`` for this step must build on: the owner epoch a purged run
+    of that id left (None when there is none, or the mode does not fence on it).
+
+    Raises ``WorkflowAlreadyExistsError`` when another run holds the id, and ``LostCommit``
+    when this step's own child holds it: a racing writer of the same step (two engines in
+    mode ``none``) started it, and the drive must re-read and replay that start.
+    """
     data = rt.storage.get(keys.state_key(child_id))
     if data is None:
-        return False
+        return rt.fence.surviving_epoch(child_id)
     if _child_of(WorkflowState.from_bytes(data), parent_id, slot):
         raise LostCommit(parent_id)
-    return True
+    raise WorkflowAlreadyExistsError(child_id)
 
 
 def _child_of(state: WorkflowState, parent_id: str, slot: str) -> bool:

@@ -153,6 +153,11 @@ class Ownership:
     def forget_start(self, workflow_id: str) -> None:
         """The start batch carrying ``start_fragment`` was refused."""
 
+    def surviving_epoch(self, workflow_id: str) -> bytes | None:
+        """The owner epoch a purged run of this id left, for ``start_fragment`` to claim on
+        top of; only a mode that fences on it reads it."""
+        return None
+
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
         yield Fragment()
