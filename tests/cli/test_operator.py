@@ -20,8 +20,9 @@ from dynamodb_support import MotoEnvironment, moto, moto_server, new_table
 
 from examples import approval, order, order_saga
 from examples.workflows import workflows
-from weft_serverless import Engine, SQLiteStorage
+from weft_serverless import ConfigurationError, Engine, SQLiteStorage
 from weft_serverless.cli import main
+from weft_serverless.cli_commands.target import reader_engine
 from weft_serverless.storage.dynamodb import DynamoDBStorage
 
 __all__ = ["moto", "moto_server"]  # fixtures from dynamodb_support
@@ -152,6 +153,35 @@ def test_result_exit_status_follows_the_outcome(
     assert status == 1
     error = json.loads(out)["error"]
     assert error["type"] == "ActivityFailedError" and "CardDeclinedError" in error["message"]
+
+
+def test_reads_work_on_a_lease_store_while_an_engine_holds_the_lease(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Reads need no ownership: on a ``lease`` store whose lease an application engine holds,
+    ``list``, ``show`` and ``result`` answer, and leave the lease and the runs as they were
+    (the read-only engine checks no marker and takes no lease; a mode ``none`` engine would
+    be refused there)."""
+    from weft_serverless.storage import keys
+
+    path = tmp_path / "weft.db"
+    storage = SQLiteStorage(path)
+    app = Engine.create(storage, workflows, ownership="lease", background_tasks="manual")
+    fill(app)
+    holder = storage.get(keys.meta_key(keys.LEASE_HOLDER))
+    before = dict(storage.scan(keys.workflow_partition("exp-7")))
+    for argv in (("list",), ("show", "exp-7"), ("result", "saga-ok")):
+        status, _, err = weft(capsys, *argv, "--db", str(path))
+        assert (status, err) == (0, ""), argv
+    reader = reader_engine(SQLiteStorage(path), "reader")
+    with pytest.raises(ConfigurationError, match="only reads"):
+        reader.signal("exp-7", "approve", {"by": "eve"})
+    with pytest.raises(ConfigurationError, match="only reads"):
+        reader.cancel("exp-7")
+    assert storage.get(keys.meta_key(keys.LEASE_HOLDER)) == holder
+    assert dict(storage.scan(keys.workflow_partition("exp-7"))) == before
+    app.close()
+    storage.close()
 
 
 # -- writing ------------------------------------------------------------------------------

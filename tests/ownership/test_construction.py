@@ -2,10 +2,10 @@
 
 Gate 1: ``lease`` and ``workflow-lease`` need a storage with conditional batches. Gate 2: the
 first fencing-mode engine on a store writes a store-wide mode marker ``{mode, established_at}``
-(CAS on absent); an engine of the other fencing mode then fails with
-``OwnershipModeMismatchError(configured_mode, stored_mode, established_at)``; mode ``none`` never
-touches the marker. Timing: renew interval < ttl and ttl >= 3 x renew interval, checked before
-the storage is touched at all.
+(CAS on absent); an engine of another mode, ``none`` included, then fails with
+``OwnershipModeMismatchError(configured_mode, stored_mode, established_at)``; mode ``none``
+reads the marker but never writes one. Timing: renew interval < ttl and ttl >= 3 x renew
+interval, checked before the storage is touched at all.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ class WithoutConditionalBatches(RecordingStorage):
         return dataclasses.replace(self.inner.capabilities(), conditional_batch=False)
 
 
-def crashed_run(storage_factory: Opener, clock: VirtualClock, calls: Calls) -> dict[str, Any]:
-    """A store holding one ``running`` workflow whose engine (mode ``none``) died mid-activity:
-    any engine that recovers it re-runs activity ``a``."""
+def dying_flow(calls: Calls) -> dict[str, Any]:
+    """``flow``: one activity ``a``, whose first call kills the engine running it."""
     died = threading.Event()
 
     def a(x: int) -> int:
@@ -59,7 +58,13 @@ def crashed_run(storage_factory: Opener, clock: VirtualClock, calls: Calls) -> d
         y = yield ctx.run("a", x)
         return y
 
-    flows = {"flow": workflow("flow").activities(a=a).execute(flow)}
+    return {"flow": workflow("flow").activities(a=a).execute(flow)}
+
+
+def crashed_run(storage_factory: Opener, clock: VirtualClock, calls: Calls) -> dict[str, Any]:
+    """A store holding one ``running`` workflow whose engine (mode ``none``) died mid-activity:
+    any engine that recovers it re-runs activity ``a``."""
+    flows = dying_flow(calls)
     first = Engine.create(
         storage_factory(), flows, ownership="none", background_tasks="manual", clock=clock
     )
@@ -120,15 +125,67 @@ def test_mismatched_fencing_mode_is_rejected(
         assert store.get(keys.meta_key(keys.LEASE_HOLDER)) is None
 
 
-def test_mode_none_neither_writes_nor_checks_the_marker(storage_factory: Opener) -> None:
-    """Engines in mode ``none`` never touch the marker: they write none on a fresh store and
-    start on a store whose marker says ``lease`` (mixing is the operator's responsibility)."""
-    clock = VirtualClock()
+@pytest.mark.parametrize("mode", FENCING_MODES)
+def test_mode_none_writes_no_marker_and_is_refused_on_a_fenced_store(
+    storage_factory: Opener, mode: str
+) -> None:
+    """Mode ``none`` writes no marker on a fresh store; on a store whose marker names a
+    fencing mode it fails with ``OwnershipModeMismatchError("none", mode, established_at)``
+    and writes nothing."""
+    clock, journal = VirtualClock(), Journal()
     make_engine(storage_factory, {}, "n1", clock, ownership="none").close()
     assert mode_marker(storage_factory()) is None
-    make_engine(storage_factory, {}, "e1", clock, ownership="lease").close()
-    make_engine(storage_factory, {}, "n2", clock, ownership="none").close()
-    assert mode_marker(storage_factory())["mode"] == "lease"  # type: ignore[index]
+    make_engine(storage_factory, {}, "e1", clock, ownership=mode).close()
+    clock.advance(60)
+    with pytest.raises(OwnershipModeMismatchError) as raised:
+        make_engine(storage_factory, {}, "n2", clock, ownership="none", journal=journal)
+    error = raised.value
+    assert (error.configured_mode, error.stored_mode, error.established_at) == ("none", mode, T0)
+    assert journal.writes == []
+    assert mode_marker(storage_factory()) == {"mode": mode, "established_at": T0}
+
+
+@pytest.mark.parametrize("mode", FENCING_MODES)
+def test_mode_none_is_refused_before_recovering_a_run_a_live_owner_holds(
+    storage_factory: Opener, mode: str
+) -> None:
+    """A fencing engine dies inside an activity; its lease or claim is still live. A mode
+    ``none`` engine then created on that store is refused before recovering anything: the
+    activity does not run again and nothing is written."""
+    clock, calls, journal = VirtualClock(), Calls(), Journal()
+    flows = dying_flow(calls)
+    owner = make_engine(storage_factory, flows, "owner", clock, ownership=mode)
+    with pytest.raises(SimulatedCrash):
+        owner.start("flow", 1, id="w")
+    with pytest.raises(OwnershipModeMismatchError):
+        make_engine(storage_factory, flows, "n1", clock, ownership="none", journal=journal)
+    assert calls.count("a") == 1
+    assert journal.writes == []
+
+
+@pytest.mark.parametrize("mode", FENCING_MODES)
+def test_fencing_engine_takes_over_a_store_first_used_by_mode_none(
+    storage_factory: Opener, mode: str
+) -> None:
+    """The upgrade path (docs/decisions/0011): a store used only by mode ``none`` has no
+    marker, so a fencing engine is accepted there. It establishes its mode, then recovers the
+    run a dead ``none`` engine left running, fenced; a ``none`` engine is refused afterwards."""
+    clock, calls, journal = VirtualClock(), Calls(), Journal()
+    flows = crashed_run(storage_factory, clock, calls)
+    clock.advance(5)
+    engine = make_engine(storage_factory, flows, "e1", clock, ownership=mode, journal=journal)
+    assert mode_marker(storage_factory()) == {"mode": mode, "established_at": T0 + 5}
+    assert engine.get_handle("w").result() == 1 and calls.count("a") == 2
+    fence_key = (
+        keys.owner_epoch_key("w") if mode == "workflow-lease" else keys.meta_key(keys.LEASE_EPOCH)
+    )
+    recovered = [w for w in journal.by("e1", committed=True) if w.puts(keys.state_key("w"))]
+    assert recovered and all(w.condition_on(fence_key) is not None for w in recovered)
+    engine.close()
+    mark = journal.mark()
+    with pytest.raises(OwnershipModeMismatchError):
+        make_engine(storage_factory, flows, "n2", clock, ownership="none", journal=journal)
+    assert journal.since(mark) == []
 
 
 def test_engines_of_two_modes_racing_on_a_fresh_store_establish_one_mode(

@@ -111,25 +111,29 @@ def operator_engine(
 ) -> Iterator[Engine]:
     """An engine on the target store, closed (with its storage) on exit.
 
-    Reads use mode ``none``, which reads without claiming anything and writes no marker.
-    Writes use the store's own mode, so they carry the fence the store's engines expect
-    (under workflow-lease a cancel rotates the workflow's epoch, deposing its owner).
+    Reads use a read-only engine, which claims nothing, writes nothing and works on a store
+    of any mode (a mode ``none`` engine is refused on a fenced store). Writes use the store's
+    own mode, so they carry the fence the store's engines expect (under workflow-lease a
+    cancel rotates the workflow's epoch, deposing its owner).
     """
     import uuid
 
     from weft_serverless.engine.engine import Engine
 
     storage = open_storage(args)
+    engine_id = f"weft-cli-{uuid.uuid4().hex[:12]}"
     try:
-        mode = stored_mode(storage) if writes else "none"
-        engine = Engine.create(
-            storage,
-            dict(workflows or {}),
-            ownership=mode,
-            background_tasks="manual",
-            recover=False,
-            engine_id=f"weft-cli-{uuid.uuid4().hex[:12]}",
-        )
+        if writes:
+            engine = Engine.create(
+                storage,
+                dict(workflows or {}),
+                ownership=stored_mode(storage),
+                background_tasks="manual",
+                recover=False,
+                engine_id=engine_id,
+            )
+        else:
+            engine = reader_engine(storage, engine_id)
         try:
             yield engine
         finally:
@@ -155,3 +159,22 @@ def load_workflows(module_name: str) -> dict[str, Any]:
     if not isinstance(registry, dict):
         raise ConfigurationError(f"module {module_name!r} has no 'workflows' dict")
     return registry
+
+
+def reader_engine(storage: Storage, engine_id: str) -> Engine:
+    """An engine that only reads: no marker check, no claim, and any write it tries fails."""
+    from weft_serverless.engine.engine import Engine
+    from weft_serverless.engine.ownership import ReadOnly
+    from weft_serverless.engine.runtime import Runtime, payload_limit, wall_clock
+
+    rt = Runtime(
+        storage=storage,
+        definitions={},
+        activity_overrides={},
+        clock=wall_clock,
+        background_tasks="manual",
+        max_payload_bytes=payload_limit(storage, None),
+        engine_id=engine_id,
+    )
+    rt.fence = ReadOnly(rt)
+    return Engine(rt)

@@ -13,6 +13,7 @@ from typing import Any
 from weft_serverless.codec import decode, encode
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
+from .ownership import merge_conditions
 from .records import History
 from .runtime import Runtime
 
@@ -24,8 +25,12 @@ class LostCommit(Exception):
 def commit(
     rt: Runtime, workflow_id: str, conditions: Sequence[Condition], ops: Sequence[Op]
 ) -> None:
-    """Commit a workflow-scoped batch with the fence added; raise ``LostCommit`` if refused."""
-    fenced = list(conditions) + rt.fence.conditions(workflow_id)
+    """Commit a workflow-scoped batch with the fence added; raise ``LostCommit`` if refused.
+
+    ``conditions`` may already hold the fence (a child start's fragment does): it is added
+    once however the batch was put together.
+    """
+    fenced = merge_conditions(conditions, rt.fence.conditions(workflow_id))
     if fenced:
         ok = rt.storage.conditional_batch(fenced, ops)
     else:

@@ -92,11 +92,9 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
             timer = keys.timer_key(due, state.id, kind)
             fragment.ops.append(Put(timer, timer_value(state.id, kind)))
     if state.status == RUNNING:
-        claim = rt.fence.start_fragment(state.id, epoch)
-        fragment.conditions += claim.conditions
-        fragment.ops += claim.ops
+        fragment.add(rt.fence.start_fragment(state.id, epoch))
     else:
-        fragment.conditions += rt.fence.external_conditions()
+        fragment.add(Fragment(conditions=rt.fence.external_conditions()))
     return fragment
 
 
@@ -139,14 +137,18 @@ def child_start_fragment(
     encoded_input: bytes,
     policy: str,
     signature: str,
+    epoch: bytes | None = None,
 ) -> Fragment | WeftError:
-    """Start a child and record it as the parent's pending step; folded into one batch."""
+    """Start a child and record it as the parent's pending step; folded into one batch.
+
+    ``epoch`` is the owner epoch a purged run of ``child_id`` left (see ``child_start_epoch``).
+    """
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
         state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
     except WeftError as exc:
         return exc
-    fragment = start_fragment(rt, state)
+    fragment = start_fragment(rt, state, epoch)
     pending_key = keys.pending_key(parent_id, slot)
     fragment.conditions.append(Condition(pending_key, None))
     pending = {"child_id": child_id, "policy": policy, "sig": signature}
@@ -155,15 +157,34 @@ def child_start_fragment(
 
 
 def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fragment) -> bool:
-    """Commit a child start on its own; False when the child id is taken."""
+    """Commit a child start on its own; False when refused (``child_start_epoch`` says why)."""
     try:
         commit(rt, parent_id, fragment.conditions, fragment.ops)
         return True
     except LostCommit:
         rt.fence.forget_start(child_id)
-        if rt.storage.get(keys.state_key(child_id)) is not None:
-            return False
-        raise
+        return False
+
+
+def child_start_epoch(rt: Runtime, parent_id: str, slot: str, child_id: str) -> bytes | None:
+    """What a start of ``child_id`` for this step must build on: the owner epoch a purged run
+    of that id left (None when there is none, or the mode does not fence on it).
+
+    Raises ``WorkflowAlreadyExistsError`` when another run holds the id, and ``LostCommit``
+    when this step's own child holds it: a racing writer of the same step (two engines in
+    mode ``none``) started it, and the drive must re-read and replay that start.
+    """
+    data = rt.storage.get(keys.state_key(child_id))
+    if data is None:
+        return rt.fence.surviving_epoch(child_id)
+    if _child_of(WorkflowState.from_bytes(data), parent_id, slot):
+        raise LostCommit(parent_id)
+    raise WorkflowAlreadyExistsError(child_id)
+
+
+def _child_of(state: WorkflowState, parent_id: str, slot: str) -> bool:
+    parent = state.parent or {}
+    return parent.get("id") == parent_id and parent.get("slot") == slot
 
 
 def transition_ops(

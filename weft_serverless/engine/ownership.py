@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 import struct
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.errors import (
@@ -51,12 +51,28 @@ class EngineDeposedError(Exception):
         self.workflow_id = workflow_id
 
 
+def merge_conditions(*groups: Iterable[Condition]) -> list[Condition]:
+    """The conditions of one batch assembled from several parts, each condition once.
+
+    Parts are built independently and more than one may bring the same fence (a start
+    fragment carries it, and so does the commit the start joins); a condition repeated is
+    the same condition, while storage refuses two on one key. Two *different* expectations
+    on one key are kept, so storage refuses that batch loudly: it could never commit.
+    """
+    return list(dict.fromkeys(cond for group in groups for cond in group))
+
+
 @dataclass(slots=True)
 class Fragment:
     """Conditions and writes a mode folds into a lifecycle batch."""
 
     conditions: list[Condition] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
+
+    def add(self, other: Fragment) -> None:
+        """Fold ``other`` into this batch; a condition both carry is kept once."""
+        self.conditions = merge_conditions(self.conditions, other.conditions)
+        self.ops += other.ops
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +128,15 @@ class Ownership:
         """A fenced commit was refused: raise if it was deposition rather than a lost race."""
 
     def bootstrap(self) -> None:
-        """Run the construction gates; called before recovery."""
+        """Run the construction gates; called before recovery.
+
+        Mode ``none`` writes no marker (a fencing engine may take the store over later,
+        docs/decisions/0011-mode-none-on-a-fenced-store.md) but is refused on a store whose
+        marker names a fencing mode: there it would drive runs their owners hold, unfenced.
+        """
+        stored = read_marker(self.rt)
+        if stored is not None:
+            raise OwnershipModeMismatchError(self.mode, stored["mode"], stored["established_at"])
 
     def needs_claim(self, workflow_id: str) -> bool:
         """Whether driving this workflow here would first have to claim it (a write)."""
@@ -128,6 +152,11 @@ class Ownership:
 
     def forget_start(self, workflow_id: str) -> None:
         """The start batch carrying ``start_fragment`` was refused."""
+
+    def surviving_epoch(self, workflow_id: str) -> bytes | None:
+        """The owner epoch a purged run of this id left, for ``start_fragment`` to claim on
+        top of; only a mode that fences on it reads it."""
+        return None
 
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
@@ -170,6 +199,39 @@ class Ownership:
         return None
 
 
+class ReadOnly(Ownership):
+    """For tools that only read (the CLI's list, show, result) a store of any mode.
+
+    It checks no marker and claims nothing; every write the engine would fence is refused,
+    so such a tool can never write unfenced on a fenced store.
+    """
+
+    def bootstrap(self) -> None:
+        """Nothing to check: this engine never writes."""
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        raise ConfigurationError("this engine only reads; open one in the store's mode to write")
+
+    def external_conditions(self) -> list[Condition]:
+        return self.conditions("")
+
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+    def rotate_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        return Fragment(conditions=self.conditions(workflow_id))
+
+
+def read_marker(rt: Runtime) -> dict[str, Any] | None:
+    """The store's ownership-mode marker ``{mode, established_at}``, None on a store no
+    fencing engine has used."""
+    stored = rt.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
+    return None if stored is None else dict(decode(stored))
+
+
 def establish_mode(rt: Runtime, mode: Mode) -> None:
     """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS)."""
     if not rt.storage.capabilities().conditional_batch:
@@ -179,13 +241,12 @@ def establish_mode(rt: Runtime, mode: Mode) -> None:
         )
     key = keys.meta_key(keys.OWNERSHIP_MODE)
     for _ in range(5):
-        stored = rt.storage.get(key)
-        if stored is None:
+        record = read_marker(rt)
+        if record is None:
             marker = encode({"mode": mode, "established_at": rt.now()})
             if rt.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
                 return
             continue
-        record = decode(stored)
         if record["mode"] != mode:
             raise OwnershipModeMismatchError(mode, record["mode"], record["established_at"])
         return

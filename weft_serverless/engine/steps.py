@@ -35,8 +35,9 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle
-from .commit import commit, decode_value, stale_timer_deletes, timer_ref, timer_value
+from .commit import LostCommit, commit, decode_value, stale_timer_deletes, timer_ref, timer_value
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
+from .ownership import Fragment
 from .records import History, error_record
 from .run_step import advance_run
 from .runtime import Runtime, logger
@@ -268,38 +269,67 @@ class StepRunner:
         except (CodecError, PayloadTooLargeError) as exc:
             raise RaiseAtYield(exc) from None
         child_id = cmd.id or f"{self.workflow_id}/{slot}"
-        fragment = lifecycle.child_start_fragment(
-            self.rt,
-            self.workflow_id,
-            slot,
-            cmd.workflow_type,
-            child_id,
-            encoded_input,
-            cmd.parent_close_policy,
-            cmd.signature(),
-        )
-        if isinstance(fragment, WeftError):
-            return self._child_not_started(child_id, fragment)
-        if cmd.parent_close_policy != "await":
-            # The step's result is the child id: start and record it in one batch.
-            done = Done(
-                Outcome(child_id),
-                {"v": encode(child_id)},
-                conditions=fragment.conditions,
-                ops=fragment.ops,
-                after_commit=[
-                    lambda: self.history.pending.__setitem__(
-                        slot, {"child_id": child_id, "policy": cmd.parent_close_policy}
-                    ),
-                    lambda: self.enqueue(child_id),
-                ],
+
+        def start(epoch: bytes | None) -> Fragment | WeftError:
+            return lifecycle.child_start_fragment(
+                self.rt,
+                self.workflow_id,
+                slot,
+                cmd.workflow_type,
+                child_id,
+                encoded_input,
+                cmd.parent_close_policy,
+                cmd.signature(),
+                epoch,
             )
-            return done
-        if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
-            return self._child_not_started(child_id, WorkflowAlreadyExistsError(child_id))
+
+        try:
+            if cmd.parent_close_policy != "await":
+                # The step's result is the child id: start and record it in one batch. A
+                # refused batch only makes the drive re-read, so what holds the id is read
+                # first (an awaited start reads it only when refused).
+                return self._child_started(
+                    cmd, slot, child_id, start(self._child_epoch(slot, child_id))
+                )
+            fragment = start(None)
+            if isinstance(fragment, WeftError):
+                return self._child_not_started(child_id, fragment)
+            if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
+                # Refused: the id is held (raises), or a purged run of it left an epoch to
+                # claim on top of; anything else is a racing writer, so re-read.
+                epoch = self._child_epoch(slot, child_id)
+                retry = start(epoch) if epoch is not None else None
+                if not isinstance(retry, Fragment) or not lifecycle.commit_child_start(
+                    self.rt, self.workflow_id, child_id, retry
+                ):
+                    raise LostCommit(self.workflow_id)
+        except WorkflowAlreadyExistsError as exc:
+            return self._child_not_started(child_id, exc)
         self.history.pending[slot] = {"child_id": child_id, "policy": "await"}
         self.enqueue(child_id)
         return None
+
+    def _child_epoch(self, slot: str, child_id: str) -> bytes | None:
+        return lifecycle.child_start_epoch(self.rt, self.workflow_id, slot, child_id)
+
+    def _child_started(
+        self, cmd: StartChild, slot: str, child_id: str, fragment: Fragment | WeftError
+    ) -> Done:
+        """The step of a non-awaited child: its id, committed with the child's start."""
+        if isinstance(fragment, WeftError):
+            return self._child_not_started(child_id, fragment)
+        return Done(
+            Outcome(child_id),
+            {"v": encode(child_id)},
+            conditions=fragment.conditions,
+            ops=fragment.ops,
+            after_commit=[
+                lambda: self.history.pending.__setitem__(
+                    slot, {"child_id": child_id, "policy": cmd.parent_close_policy}
+                ),
+                lambda: self.enqueue(child_id),
+            ],
+        )
 
     def _child_not_started(self, child_id: str, error: WeftError) -> Done:
         err = error_record("child", error.code, str(error), child_id=child_id, status="not-started")

@@ -141,6 +141,9 @@ class WorkflowLease(Ownership):
         self.rt.metrics.incr("claim_attempts.acquired", -1)
         self.rt.metrics.incr("claim_attempts.lost_race")
 
+    def surviving_epoch(self, workflow_id: str) -> bytes | None:
+        return self.rt.storage.get(keys.owner_epoch_key(workflow_id))
+
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
         claim = self.claims.get(workflow_id)
