@@ -221,6 +221,8 @@ class WorkflowLease(Ownership):
         ):
             self.claims[workflow_id].driving = True
             return "drive"
+        if holder_bytes is None:  # lost the acquire: the run may have ended meanwhile
+            state = self._status(workflow_id)
         verdict = self._retain_or_collect(workflow_id, state, holder_bytes, explicit)
         if verdict == "retain":
             warn(
@@ -237,15 +239,18 @@ class WorkflowLease(Ownership):
         holder: bytes | None,
         explicit: bool,
     ) -> Verdict:
-        """What to do with a wake this engine may not drive, from the records just read."""
+        """What to do with a wake this engine may not drive, from the records just read.
+
+        Only a running run is anyone's to drive: any other is collected, even on an explicit
+        call (there is no owner to name)."""
+        if state is None or state.status != RUNNING:
+            return "collect"
         if explicit:
             if holder is None:  # lost an acquire race just now: name the winner
                 holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
             held_by = decode(holder)["engine_id"] if holder is not None else "(none)"
             raise WorkflowClaimUnavailableError(workflow_id, held_by)
-        if state is not None and state.status == RUNNING:
-            return "retain"
-        return "collect"
+        return "retain"
 
     def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
         """Forget the claim of a run that ended or left; keep it (not driving) otherwise.
