@@ -80,12 +80,12 @@ def plant_holder(store: Storage, workflow_id: str, engine_id: str, epoch: int, a
 # -- item: wakes on a pending run -------------------------------------------------------------
 
 
-def test_signal_and_resume_leave_a_pending_run_unclaimed_and_its_start_activates_it(
+def test_a_signal_to_a_pending_run_leaves_its_activation_to_the_delayed_start(
     storage_factory: Opener,
 ) -> None:
-    """A signal (buffered) and an explicit ``resume()`` on a delayed-start run claim nothing;
-    when the start falls due one pass activates it at epoch 1 and it consumes the buffered
-    signal; 20 later passes past claim expiry leave the epoch at 1."""
+    """A signal to a delayed-start run is buffered and claims nothing; when the start falls
+    due one pass activates it at epoch 1 and it consumes the buffered signal; 20 passes past
+    claim expiry, alternating engines, leave the epoch at 1 and no claim behind."""
     clock, journal, calls = VirtualClock(), Journal(), Calls()
     e1, e2 = make_engines(
         storage_factory, signal_flow(calls), ["e1", "e2"], clock, journal=journal
@@ -93,21 +93,37 @@ def test_signal_and_resume_leave_a_pending_run_unclaimed_and_its_start_activates
     store = storage_factory()
     e1.start("flow", 1, id="w", start_after=60)
     e1.signal("w", "go", 5)
-    assert e2.resume("w") == "pending"
-    assert holder_of(store, "w") is None and not claim_indexed(store, "w")
-    assert epoch_of(store, "w") == 0
-
     clock.advance(60)
-    e1.run_maintenance()
-    assert e1.describe("w").status == "completed"
-    assert e1.get_handle("w").result() == 70
-    assert epoch_of(store, "w") == 1
     for turn in range(20):
+        (e2, e1)[turn % 2].run_maintenance()
         clock.advance(PAST_EXPIRY)
-        (e1, e2)[turn % 2].run_maintenance()
+    assert e1.describe("w").status == "completed"
     assert epoch_of(store, "w") == 1
     assert holder_of(store, "w") is None and not claim_indexed(store, "w")
+    assert e1.get_handle("w").result() == 70
     assert calls.count("a") == 1 and calls.count("b") == 1
+    assert fencing_violations(journal) == []
+
+
+def test_resume_of_a_pending_run_claims_nothing_and_it_starts_on_time(
+    storage_factory: Opener,
+) -> None:
+    """``resume()`` on a delayed-start run (from any engine) reports ``pending``, raises
+    nothing and writes no claim; the run still starts at its start time."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    e1, e2 = make_engines(
+        storage_factory, signal_flow(calls), ["e1", "e2"], clock, journal=journal
+    ).values()
+    store = storage_factory()
+    e1.start("flow", 1, id="w", start_after=60)
+    assert e2.resume("w") == "pending"
+    assert e1.resume("w") == "pending"
+    assert holder_of(store, "w") is None and not claim_indexed(store, "w")
+    assert epoch_of(store, "w") == 0 and calls.log == []
+    clock.advance(60)
+    e2.run_maintenance()
+    assert e2.describe("w").status == "running" and calls.count("a") == 1
+    assert epoch_of(store, "w") == 1
     assert fencing_violations(journal) == []
 
 
