@@ -40,7 +40,7 @@ from weft_serverless.codec import encode
 from weft_serverless.engine.ownership import pack_epoch
 from weft_serverless.errors import WorkflowWakeDiscarded
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Put, SortRange, Storage
+from weft_serverless.storage.base import Delete, Key, Put, SortRange, Storage
 from weft_serverless.testing import VirtualClock
 
 Gen = Generator[Any, Any, Any]
@@ -245,6 +245,64 @@ def test_maintenance_cleans_up_a_claim_left_on_a_run_that_is_not_running(
     else:
         assert epoch_of(store, "w") == epoch + 2
         assert e1.describe("w").status == status
+
+
+class AfterStateRead(RecordingStorage):
+    """Runs ``hook`` once, right after the first read of ``w``'s state returns (the caller
+    then acts on a value that is already stale)."""
+
+    hook: Callable[[], None] | None = None
+
+    def _get(self, key: Key) -> bytes | None:
+        value = super()._get(key)
+        if self.hook is not None and key == keys.state_key("w"):
+            hook, self.hook = self.hook, None
+            hook()
+        return value
+
+
+def test_a_cleanup_racing_the_activation_it_would_undo_is_refused(
+    storage_factory: Opener,
+) -> None:
+    """e1's pass reads a pending run with an expired leftover holder and decides to clean it
+    up; before its batch lands, e2's pass cleans it up itself and activates the run. e1's
+    cleanup is refused (it conditions on the holder, epoch and state it read) and, re-reading,
+    leaves e2's live claim alone: the first activity runs once and e2 keeps the run."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    flows = signal_flow(calls)
+    racing = AfterStateRead(storage_factory(), "e1", journal)
+    e1 = Engine.create(
+        racing,
+        flows,
+        ownership="workflow-lease",
+        background_tasks="manual",
+        clock=clock,
+        engine_id="e1",
+    )
+    e2 = make_engine(storage_factory, flows, "e2", clock, journal=journal)
+    store = storage_factory()
+    e1.start("flow", 1, id="w", start_after=PAST_EXPIRY)
+    plant_holder(store, "w", "old", 1, clock())
+    clock.advance(PAST_EXPIRY)
+
+    def pass_on_e2() -> None:
+        e2.run_maintenance()
+        assert e2.describe("w").status == "running"
+
+    racing.hook = pass_on_e2
+    e1.run_maintenance()
+    assert racing.hook is None, "the race was never injected"
+    refused = journal.by("e1", committed=False)
+    assert any(Delete(keys.claim_index_key("w")) in w.ops for w in refused), refused
+    holder = holder_of(store, "w")
+    assert holder is not None and holder["engine_id"] == "e2"
+    assert epoch_of(store, "w") == holder["epoch"] == 3  # cleanup 2, activation 3
+    assert claim_indexed(store, "w")
+    assert calls.count("a") == 1
+    e2.signal("w", "go", 5)
+    assert e2.get_handle("w").result() == 70
+    assert calls.count("a") == 1 and calls.count("b") == 1
+    assert fencing_violations(journal) == []
 
 
 # -- item: a queued drive confirms its claim ----------------------------------------------------
