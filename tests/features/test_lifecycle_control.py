@@ -41,6 +41,7 @@ from weft_serverless import (
     WorkflowTimedOutError,
     workflow,
 )
+from weft_serverless.engine.records import WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.testing import TestEngine
 
@@ -364,6 +365,27 @@ def test_crash_right_after_resume_of_a_delayed_run_keeps_its_start_time(
         te.resume(WF)
     recover_fresh(te, storage_factory)
     assert te.describe(WF).status == "pending"
+    te.advance(539.9)
+    assert calls.log == []
+    te.advance(0.2)
+    assert calls.log == [("step", "a")]
+
+
+def test_a_delayed_run_suspended_by_an_earlier_release_resumes_to_pending(
+    storage_factory: Opener,
+) -> None:
+    """A suspended record without ``suspended_from`` (as releases before it was kept wrote
+    it) whose start time is still ahead never started: resume puts it back to pending."""
+    calls = Calls()
+    te = _engine(storage_factory, calls)
+    te.start("job", id=WF, start_after=600)
+    te.suspend(WF)
+    store = storage_factory()
+    state = WorkflowState.from_bytes(store.get(keys.state_key(WF)) or b"")
+    del state.extra["suspended_from"]
+    store.put(keys.state_key(WF), state.to_bytes())
+    te.advance(60)
+    assert te.resume(WF) == "pending"
     te.advance(539.9)
     assert calls.log == []
     te.advance(0.2)
