@@ -5,7 +5,8 @@ Rules pinned here: ``execution_timeout`` ends a run ``timed-out`` when it passes
 and ``result()`` raises ``WorkflowTimedOutError``; ``start_at``/``start_after`` keep a run
 ``pending`` until due; ``start_or_signal`` creates an absent run with the signal buffered in the
 same batch, signals a running one and refuses a finished one; a suspended run does nothing and
-a sleep that fell due meanwhile fires after ``resume`` (its timer is re-armed with the resume);
+a sleep that fell due meanwhile fires after ``resume`` (its timer is re-armed with the resume)
+and a run suspended before its delayed start resumes to ``pending`` until its start time;
 ``retry`` re-runs a failed run's failed step from its last good step. Each transition is one
 write: a crash right after it is recovered by a fresh engine.
 """
@@ -40,6 +41,7 @@ from weft_serverless import (
     WorkflowTimedOutError,
     workflow,
 )
+from weft_serverless.engine.records import WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.testing import TestEngine
 
@@ -306,6 +308,88 @@ def test_resume_before_the_sleep_is_due_keeps_its_time(storage_factory: Opener) 
     assert calls.count("step") == 1
     te.advance(0.2)
     assert te.describe(WF).result == ["a", "b"]
+
+
+@pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
+def test_resume_of_a_suspended_delayed_run_waits_for_its_start_time(
+    storage_factory: Opener, ownership: str
+) -> None:
+    """``start_after="1h"``, suspend, resume a minute later: the run is ``pending`` again,
+    nothing runs and nobody holds it; it starts at its original start time, not earlier."""
+    calls = Calls()
+    te = make_engine(storage_factory, _workflows(calls), ownership=ownership)
+    te.start("job", id=WF, start_after="1h")
+    te.suspend(WF)
+    te.advance(60)
+    assert te.resume(WF) == "pending"
+    assert te.describe(WF).status == "pending" and te.describe(WF).owner is None
+    te.advance(3600 - 60 - 0.1)
+    assert te.describe(WF).status == "pending" and calls.log == []
+    te.advance(0.2)
+    assert calls.log == [("step", "a")]
+    te.advance(10.1)
+    assert te.describe(WF).result == ["a", "b"]
+
+
+@pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
+def test_resume_of_a_delayed_run_after_its_start_time_starts_it_at_once(
+    storage_factory: Opener, ownership: str
+) -> None:
+    """Suspended while pending and resumed after its start time passed (its delayed-start
+    timer fell due meanwhile and was collected): the resume starts it at once, once."""
+    calls = Calls()
+    te = make_engine(storage_factory, _workflows(calls), ownership=ownership)
+    te.start("job", id=WF, start_after=60)
+    te.suspend(WF)
+    te.advance(120)
+    assert calls.log == []
+    assert te.resume(WF) == "running"
+    assert calls.log == [("step", "a")]
+    te.advance(10.1)
+    assert te.describe(WF).result == ["a", "b"]
+    assert calls.count("step") == 2
+
+
+def test_crash_right_after_resume_of_a_delayed_run_keeps_its_start_time(
+    storage_factory: Opener,
+) -> None:
+    """Crash just after the resume's write of a suspended delayed run: it is pending with
+    its delayed-start timer re-armed in that batch, so a fresh engine starts it on time."""
+    calls = Calls()
+    te, crashing = crashable_engine(storage_factory, _workflows(calls))
+    te.start("job", id=WF, start_after=600)
+    te.suspend(WF)
+    te.advance(60)
+    crashing.arm(puts_state(WF), after=True)
+    with expect_crash():
+        te.resume(WF)
+    recover_fresh(te, storage_factory)
+    assert te.describe(WF).status == "pending"
+    te.advance(539.9)
+    assert calls.log == []
+    te.advance(0.2)
+    assert calls.log == [("step", "a")]
+
+
+def test_a_delayed_run_suspended_by_an_earlier_release_resumes_to_pending(
+    storage_factory: Opener,
+) -> None:
+    """A suspended record without ``suspended_from`` (as releases before it was kept wrote
+    it) whose start time is still ahead never started: resume puts it back to pending."""
+    calls = Calls()
+    te = _engine(storage_factory, calls)
+    te.start("job", id=WF, start_after=600)
+    te.suspend(WF)
+    store = storage_factory()
+    state = WorkflowState.from_bytes(store.get(keys.state_key(WF)) or b"")
+    del state.extra["suspended_from"]
+    store.put(keys.state_key(WF), state.to_bytes())
+    te.advance(60)
+    assert te.resume(WF) == "pending"
+    te.advance(539.9)
+    assert calls.log == []
+    te.advance(0.2)
+    assert calls.log == [("step", "a")]
 
 
 def test_suspended_run_survives_a_restart_and_resumes(storage_factory: Opener) -> None:

@@ -8,6 +8,7 @@ retry and a delayed start's activation re-acquire a claim for this engine in the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.errors import (
@@ -20,7 +21,8 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from .commit import timer_value
-from .lifecycle import close_children_timer, open_children, transition_ops
+from .lifecycle import DELAYED_START, close_children_timer, open_children, transition_ops
+from .ownership import Fragment
 from .records import (
     CANCELLED,
     FAILED,
@@ -38,19 +40,25 @@ from .runtime import Runtime
 
 _ATTEMPTS = 10
 Extra = Callable[[WorkflowState], list[Op]]
+Target = Callable[[WorkflowState], str]
+Fields = Callable[[WorkflowState], dict[str, Any]]
+SUSPENDED_FROM = "suspended_from"
 
 
 def _transition(
     rt: Runtime,
     workflow_id: str,
-    to_status: str,
+    to_status: str | Target,
     allowed: frozenset[str],
     *,
     rotate: bool,
     error: dict[str, object] | None = None,
     extra: Extra | None = None,
+    fields: Fields | None = None,
 ) -> tuple[WorkflowState, WorkflowState | None]:
-    """CAS the state from an allowed status to ``to_status``; returns (before, after or None)."""
+    """CAS the state from an allowed status to ``to_status`` (or the status it picks from the
+    state read); returns (before, after or None). ``fields`` gives the new state's extra
+    fields. Only a move to running claims the run: no engine holds a pending one."""
     for _ in range(_ATTEMPTS):
         current = rt.storage.get(keys.state_key(workflow_id))
         if current is None:
@@ -58,28 +66,32 @@ def _transition(
         state = WorkflowState.from_bytes(current)
         if state.status not in allowed:
             return state, None
-        new, ops = transition_ops(state, to_status, rt.now(), None, error)
-        closing = to_status in TERMINAL and bool(children_to_close(rt, workflow_id))
+        target = to_status if isinstance(to_status, str) else to_status(state)
+        new_fields = fields(state) if fields else None
+        new, ops = transition_ops(state, target, rt.now(), None, error, new_fields)
+        closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))
         if closing:
             ops.append(close_children_timer(workflow_id, rt.now()))
-        if to_status in TERMINAL:
-            ops += retention_timer(rt, workflow_id, to_status, rt.now())
-        fragment = (
-            rt.fence.rotate_fragment(workflow_id)
-            if rotate
-            else rt.fence.resume_fragment(workflow_id)
-        )
+        if target in TERMINAL:
+            ops += retention_timer(rt, workflow_id, target, rt.now())
+        claiming = not rotate and target == RUNNING
+        if rotate:
+            fragment = rt.fence.rotate_fragment(workflow_id)
+        elif claiming:
+            fragment = rt.fence.resume_fragment(workflow_id)
+        else:
+            fragment = Fragment(conditions=rt.fence.external_conditions())
         conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
         ops += fragment.ops + (extra(state) if extra else [])
         if rt.storage.conditional_batch(conditions, ops):
             if closing:
                 rt.closed_runs.append(workflow_id)
             return state, new
-        if not rotate:
+        if claiming:
             rt.fence.forget_start(workflow_id)
         if rt.fence.mode == "lease":
             rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
-    raise WeftError(f"{to_status} of {workflow_id!r} kept racing other writers; try again")
+    raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
 
 
 def cancel(rt: Runtime, workflow_id: str) -> tuple[WorkflowState, bool]:
@@ -105,9 +117,18 @@ def time_out(rt: Runtime, workflow_id: str) -> bool:
 
 
 def suspend(rt: Runtime, workflow_id: str) -> WorkflowState:
-    """Pause a run: nothing drives it until ``resume``; its due timers are collected."""
+    """Pause a run: nothing drives it until ``resume``; its due timers are collected.
+
+    The state records whether it was pending or running, so resume puts a delayed start
+    back to waiting for its start time rather than starting it early.
+    """
     before, after = _transition(
-        rt, workflow_id, SUSPENDED, frozenset({PENDING, RUNNING}), rotate=True
+        rt,
+        workflow_id,
+        SUSPENDED,
+        frozenset({PENDING, RUNNING}),
+        rotate=True,
+        fields=lambda s: {**s.extra, SUSPENDED_FROM: s.status},
     )
     if after is None and before.status != SUSPENDED:
         raise WorkflowNotRunningError(workflow_id, before.status)
@@ -115,16 +136,34 @@ def suspend(rt: Runtime, workflow_id: str) -> WorkflowState:
 
 
 def resume_suspended(rt: Runtime, workflow_id: str) -> bool:
-    """Suspended -> running, re-arming the timers of its unfinished steps in the same batch."""
+    """Suspended -> what it was waiting in, re-arming its timers in the same batch.
+
+    A run suspended while pending goes back to pending with its delayed-start timer at the
+    original start time, unless that time has passed (then it starts now, claimed here).
+    Sleeps and timeouts keep their original due times; one that fell due meanwhile fires
+    at once.
+    """
     _, after = _transition(
         rt,
         workflow_id,
-        RUNNING,
+        lambda s: PENDING if _still_delayed(rt, s) else RUNNING,
         frozenset({SUSPENDED}),
         rotate=False,
         extra=lambda s: _rearm(rt, s),
+        fields=lambda s: {k: v for k, v in s.extra.items() if k != SUSPENDED_FROM},
     )
     return after is not None
+
+
+def _still_delayed(rt: Runtime, state: WorkflowState) -> bool:
+    """Whether a suspended run had not started yet and its start time is still ahead.
+
+    Records suspended before the status was kept have no ``suspended_from``: a start time
+    still ahead then proves the run never started (activation happens only once it is due).
+    """
+    start_at = state.extra.get("start_at")
+    was = state.extra.get(SUSPENDED_FROM, PENDING)
+    return was == PENDING and start_at is not None and start_at > rt.now()
 
 
 def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
@@ -139,6 +178,10 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         if top in history.ops or not record.get("timer"):
             continue
         ops.append(Put(Key(*record["timer"]), timer_value(state.id, "resume")))
+    start_at = state.extra.get("start_at")
+    if _still_delayed(rt, state) and start_at is not None:
+        timer = keys.timer_key(start_at, state.id, DELAYED_START)
+        ops.append(Put(timer, timer_value(state.id, DELAYED_START)))
     return ops
 
 

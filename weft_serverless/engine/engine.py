@@ -336,7 +336,8 @@ class Engine:
     def resume(self, workflow_id: str) -> str:
         """Resume a suspended run, or drive a running one now; returns its status after.
 
-        Under ``workflow-lease`` this claims the workflow first and raises
+        A run suspended before its delayed start goes back to ``pending`` until its start
+        time. Under ``workflow-lease`` this claims a running workflow first and raises
         ``WorkflowClaimUnavailableError`` when another engine holds it.
         """
         self._check_open()

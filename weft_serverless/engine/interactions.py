@@ -69,7 +69,8 @@ def send_update(
             if rt.fence.needs_claim(workflow_id):
                 _reject_early(rt, workflow_id, update)
             if rt.fence.prepare_wake(workflow_id, "update", explicit=True) != "drive":
-                raise WorkflowNotRunningError(workflow_id, state.status)
+                # collected: the run left running since it was read; name where it is now
+                raise WorkflowNotRunningError(workflow_id, _state(rt, workflow_id).status)
             request = DriveRequest(update=update)
             status: str | None = "error"
             try:

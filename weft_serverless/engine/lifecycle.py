@@ -193,8 +193,10 @@ def transition_ops(
     now: float,
     result: bytes | None,
     error: dict[str, Any] | None,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[WorkflowState, list[Op]]:
-    """The new state and the writes moving a workflow to ``status`` (index move included)."""
+    """The new state and the writes moving a workflow to ``status`` (index move included);
+    ``extra`` replaces the state's extra fields when given."""
     new = WorkflowState(
         id=state.id,
         type=state.type,
@@ -207,7 +209,7 @@ def transition_ops(
         error=error,
         parent=state.parent,
         idempotency_key=state.idempotency_key,
-        extra=state.extra,
+        extra=state.extra if extra is None else extra,
     )
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     if status != state.status:

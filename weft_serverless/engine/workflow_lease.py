@@ -37,7 +37,7 @@ from .ownership import (
     unpack_epoch,
     warn,
 )
-from .records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from .records import RUNNING, SUSPENDED, TERMINAL, WorkflowState
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -55,7 +55,6 @@ class Claim:
     holder_bytes: bytes
     expires_at: float
     renewed_at: float
-    fresh: bool = False
     driving: bool = False
     awaiting: frozenset[str] = frozenset()
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -109,15 +108,29 @@ class WorkflowLease(Ownership):
         return encode(record), expires
 
     def _claim_fragment(
-        self, workflow_id: str, epoch_bytes: bytes | None, holder_bytes: bytes | None
+        self,
+        workflow_id: str,
+        epoch_bytes: bytes | None,
+        holder_bytes: bytes | None,
+        state_bytes: bytes | None = None,
     ) -> tuple[Fragment, Claim]:
-        """Acquire (holder absent) or take over (holder stale): epoch := read + 1."""
+        """Acquire (holder absent) or take over (holder stale): epoch := read + 1.
+
+        ``state_bytes`` (the running state just read) makes the claim conditional on the run
+        not having changed status since, so no claim can land on a run that ended meanwhile
+        (a terminal run holds no claim). Lifecycle batches pass none: they condition on the
+        state themselves.
+        """
         new_epoch = pack_epoch(unpack_epoch(epoch_bytes) + 1)
         holder, expires = self._holder(unpack_epoch(new_epoch))
+        state_fence = (
+            [] if state_bytes is None else [Condition(keys.state_key(workflow_id), state_bytes)]
+        )
         fragment = Fragment(
             conditions=[
                 Condition(keys.owner_holder_key(workflow_id), holder_bytes),
                 Condition(keys.owner_epoch_key(workflow_id), epoch_bytes),
+                *state_fence,
             ],
             ops=[
                 Put(keys.owner_epoch_key(workflow_id), new_epoch),
@@ -129,7 +142,6 @@ class WorkflowLease(Ownership):
 
     def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
         fragment, claim = self._claim_fragment(workflow_id, epoch, None)
-        claim.fresh = True
         self.rt.metrics.incr("claim_attempts.acquired")  # undone by forget_start if refused
         with self._lock:
             self.claims[workflow_id] = claim
@@ -167,9 +179,12 @@ class WorkflowLease(Ownership):
         )
 
     def resume_fragment(self, workflow_id: str) -> Fragment:
-        epoch_bytes, _ = self._read_owner(workflow_id)
-        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, None)
-        claim.fresh = True
+        """Claim folded into a move back to running from a status no engine may hold a claim
+        in (pending, suspended, failed; the batch conditions on that state): whatever holder
+        is stored is a leftover, so the claim replaces it on the bytes read, and epoch + 1
+        fences out whoever wrote it. A leftover can therefore never block the transition."""
+        epoch_bytes, holder_bytes = self._read_owner(workflow_id)
+        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes)
         with self._lock:
             self.claims[workflow_id] = claim
         return fragment
@@ -177,12 +192,16 @@ class WorkflowLease(Ownership):
     # -- wakes ------------------------------------------------------------------------------------
 
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
+        """Whether this engine may drive the workflow now, claiming it if nobody holds it.
+
+        Every wake re-reads the holder, even right after this engine claimed the workflow:
+        between the claim and a queued drive another engine may have suspended, resumed and
+        released it, and only the stored holder (engine id AND epoch) says who owns it now.
+        Only a running run is claimed, on its state bytes: a pending run is activated by its
+        delayed start alone, and a run that ended between the reads is left alone.
+        """
         claim = self.claims.get(workflow_id)
         if claim is not None:
-            if claim.fresh:
-                claim.fresh = False
-                claim.driving = True
-                return "drive"
             holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
             if holder == claim.holder_bytes:
                 claim.driving = True
@@ -193,15 +212,20 @@ class WorkflowLease(Ownership):
                 f"workflow {workflow_id!r}: {kind} wake discarded, this engine no longer owns it",
             )
             return self._retain_or_collect(workflow_id, self._status(workflow_id), holder, explicit)
-        state = self._status(workflow_id)
-        if state is None or state.status not in (RUNNING, PENDING):
+        state_bytes = self.rt.storage.get(keys.state_key(workflow_id))
+        state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
+        if state is None or state.status != RUNNING:
             return "collect"
         if state.type not in self.rt.definitions:
             return "retain"  # an engine that cannot run this type must not claim it
         epoch_bytes, holder_bytes = self._read_owner(workflow_id)
-        if holder_bytes is None and self._try_claim(workflow_id, epoch_bytes, None, "acquired"):
+        if holder_bytes is None and self._try_claim(
+            workflow_id, epoch_bytes, None, "acquired", state_bytes
+        ):
             self.claims[workflow_id].driving = True
             return "drive"
+        if holder_bytes is None:  # lost the acquire: the run may have ended meanwhile
+            state = self._status(workflow_id)
         verdict = self._retain_or_collect(workflow_id, state, holder_bytes, explicit)
         if verdict == "retain":
             warn(
@@ -218,15 +242,18 @@ class WorkflowLease(Ownership):
         holder: bytes | None,
         explicit: bool,
     ) -> Verdict:
-        """What to do with a wake this engine may not drive, from the records just read."""
+        """What to do with a wake this engine may not drive, from the records just read.
+
+        Only a running run is anyone's to drive: any other is collected, even on an explicit
+        call (there is no owner to name)."""
+        if state is None or state.status != RUNNING:
+            return "collect"
         if explicit:
             if holder is None:  # lost an acquire race just now: name the winner
                 holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
             held_by = decode(holder)["engine_id"] if holder is not None else "(none)"
             raise WorkflowClaimUnavailableError(workflow_id, held_by)
-        if state is not None and state.status in (RUNNING, PENDING):
-            return "retain"
-        return "collect"
+        return "retain"
 
     def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
         """Forget the claim of a run that ended or left; keep it (not driving) otherwise.
@@ -308,13 +335,14 @@ class WorkflowLease(Ownership):
         return reclaimed
 
     def _take_over(self, workflow_id: str, now: float) -> bool:
+        """Claim an indexed workflow whose holder is gone or expired, if it is running.
+
+        Any other status holds no claim by rule, so what is stored is a leftover: it is
+        cleaned up instead (``_clean_up``), never claimed again pass after pass.
+        """
         for _ in range(TAKEOVER_MAX_ATTEMPTS):
             epoch_bytes, holder_bytes = self._read_owner(workflow_id)
             if holder_bytes is None:
-                state = self._status(workflow_id)
-                if state is None or state.status not in (RUNNING, PENDING):
-                    self.rt.storage.delete(keys.claim_index_key(workflow_id))
-                    return False
                 outcome = "acquired"
             else:
                 holder = decode(holder_bytes)
@@ -322,15 +350,57 @@ class WorkflowLease(Ownership):
                 if not expired_at < now:
                     return False
                 outcome = "takeover"
-            if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome):
-                self.claims[workflow_id].fresh = True
+            state_bytes = self.rt.storage.get(keys.state_key(workflow_id))
+            state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
+            if state is None or state.status != RUNNING:
+                if self._clean_up(workflow_id, epoch_bytes, holder_bytes, state_bytes):
+                    return False
+                continue
+            if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
                 return True
         return False
 
-    def _try_claim(
-        self, workflow_id: str, epoch_bytes: bytes | None, holder_bytes: bytes | None, outcome: str
+    def _clean_up(
+        self,
+        workflow_id: str,
+        epoch_bytes: bytes | None,
+        holder_bytes: bytes | None,
+        state_bytes: bytes | None,
     ) -> bool:
-        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes)
+        """Remove the claim records of a run that is not running, on the bytes just read.
+
+        A stored holder is deleted with epoch + 1, so whoever wrote it is fenced out exactly as
+        by an external transition; the run itself is left as it is (a pending run is activated
+        by its delayed start, a suspended one by resume).
+        """
+        index = keys.claim_index_key(workflow_id)
+        conditions = [
+            Condition(keys.owner_holder_key(workflow_id), holder_bytes),
+            Condition(keys.state_key(workflow_id), state_bytes),
+        ]
+        ops: list[Op] = [Delete(index)]
+        if holder_bytes is not None:
+            epoch_key = keys.owner_epoch_key(workflow_id)
+            conditions.append(Condition(epoch_key, epoch_bytes))
+            ops = [
+                Put(epoch_key, pack_epoch(unpack_epoch(epoch_bytes) + 1)),
+                *_release_ops(workflow_id),
+            ]
+        if not self.rt.storage.conditional_batch(conditions, ops):
+            return False
+        if holder_bytes is not None:
+            self.rt.metrics.incr("claims_cleaned_up")
+        return True
+
+    def _try_claim(
+        self,
+        workflow_id: str,
+        epoch_bytes: bytes | None,
+        holder_bytes: bytes | None,
+        outcome: str,
+        state_bytes: bytes | None,
+    ) -> bool:
+        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes, state_bytes)
         if not self.rt.storage.conditional_batch(fragment.conditions, fragment.ops):
             self.rt.metrics.incr("claim_attempts.lost_race")
             return False
