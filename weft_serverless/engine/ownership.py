@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode_record, encode
 from weft_serverless.errors import (
     ConfigurationError,
     OwnershipModeMismatchError,
@@ -185,7 +185,7 @@ def establish_mode(rt: Runtime, mode: Mode) -> None:
             if rt.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
                 return
             continue
-        record = decode(stored)
+        record = decode_record(stored, "the store's ownership-mode marker")
         if record["mode"] != mode:
             raise OwnershipModeMismatchError(mode, record["mode"], record["established_at"])
         return

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
-from weft_serverless.errors import PayloadTooLargeError
+from weft_serverless.errors import PayloadTooLargeError, WeftError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
@@ -96,6 +96,12 @@ class Runtime:
         if len(data) > self.max_payload_bytes:
             raise PayloadTooLargeError(what, len(data), self.max_payload_bytes)
         return data
+
+
+def skip_unsupported(rt: Runtime, error: WeftError) -> None:
+    """A background pass leaves a record of an unknown format as it is: warn, count, go on."""
+    rt.metrics.incr("records_skipped_unsupported")
+    logger.warning("skipped a record this engine cannot read: %s", error)
 
 
 def payload_limit(storage: Storage, configured: int | None) -> int:
