@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from engine_helpers import make_engine
 
-from weft_serverless import Engine, UnsupportedSchemaVersionError, workflow
+from weft_serverless import Engine, UnsupportedSchemaVersionError, current_activity, workflow
 from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put, Storage
@@ -205,3 +205,23 @@ def test_a_direct_put_is_what_the_snapshot_sees(storage_factory: Opener) -> None
     before = snapshot(te.storage, workflow_id)
     te.storage.batch([Put(keys.state_key(workflow_id), b"\x80")])
     assert snapshot(te.storage, workflow_id) != before
+
+
+def _awaiter(ctx: Any, _: Any) -> Iterator[Any]:
+    return (yield ctx.run("ask"))
+
+
+def test_an_async_completion_is_refused_on_a_newer_pending_record(storage_factory: Opener) -> None:
+    tokens: list[str] = []
+    asker = workflow("asker").activities(
+        ask=lambda: tokens.append(current_activity().complete_async())
+    )
+    te = make_engine(storage_factory, {"asker": asker.execute(_awaiter)})
+    te.start("asker", id="wf-1")
+    [(sort, _)] = te.storage.scan(keys.workflow_partition("wf-1"), keys.PENDING_PREFIX)
+    stamp(te.storage, Key(keys.workflow_partition("wf-1"), sort))
+    before = snapshot(te.storage, "wf-1")
+
+    with pytest.raises(UnsupportedSchemaVersionError, match="pending activity"):
+        te.complete_activity(tokens[0], "yes")
+    assert snapshot(te.storage, "wf-1") == before
