@@ -157,7 +157,7 @@ def run_maintenance(
     report = MaintenanceReport(now=moment)
     rt.fence.maintain(report, budget, dispatcher)
     if not budget.exhausted():
-        fire_due_timers(rt, dispatcher, moment, report, budget)
+        fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
     else:
         report.cut_short = True
     if not budget.exhausted():

@@ -20,6 +20,7 @@ from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
 if TYPE_CHECKING:
+    from .clock_skew import ClockGuard
     from .ownership import Ownership
 
 BackgroundTasks = Literal["manual", "automatic"]
@@ -59,6 +60,7 @@ class Runtime:
     # Seconds to keep a finished run, per terminal status (absent: kept forever).
     retention: dict[str, float] = field(default_factory=dict)
     fence: Ownership = field(init=False)
+    clock_guard: ClockGuard = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     time_floor: float = 0.0
     closed: bool = False

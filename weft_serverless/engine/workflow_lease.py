@@ -325,6 +325,8 @@ class WorkflowLease(Ownership):
                 expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
                 if not expired_at < now:
                     return False
+                if not self.rt.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
+                    return False
                 self._status(workflow_id)  # a format this release lacks raises: no claim
                 outcome = "takeover"
             if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome):
