@@ -231,3 +231,21 @@ def test_dynamodb_reads_its_clock_from_answers_already_made(
     before = storage.meter.snapshot().requests
     assert storage.clock_offset() is not None
     assert storage.meter.snapshot().requests == before
+
+
+def test_an_engine_behind_the_store_is_logged_and_still_takes_over(
+    storage_factory: Opener, storage_backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Behind, an engine only takes over late; it is told that its own claims are at risk."""
+    dead = make_engine(storage_factory, FLOWS, "dead", real(-45 - 60))
+    dead.start("sleeper", id="w")
+    behind = make_engine(storage_factory, FLOWS, "behind", real(-60), recover=False)
+    with caplog.at_level("WARNING", "weft_serverless.engine"):
+        report = behind.run_maintenance()
+    assert report.parts["claims_reclaimed"] == 1
+    counters = behind.runtime.metrics.counters
+    if has_clock(storage_backend):
+        assert counters["clock_skew.passes_behind"] == 1
+        assert "behind the store's" in caplog.text
+    else:
+        assert "clock_skew.passes_behind" not in counters

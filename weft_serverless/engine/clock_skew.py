@@ -19,7 +19,7 @@ from weft_serverless.errors import ClockSkewDetected, ConfigurationError
 from weft_serverless.storage.base import Storage
 
 from .ownership import warn
-from .runtime import Metrics
+from .runtime import Metrics, logger
 
 DEFAULT_MAX_CLOCK_SKEW = 5.0
 """Used when the ownership mode has no renew interval to default to."""
@@ -100,6 +100,16 @@ class ClockGuard:
         if skew is None:
             return now
         self.metrics.counters["clock_skew_ms"] = round((skew.low + skew.high) * 500)
+        if self.limit is not None and skew.high < -self.limit:
+            # Harmless for what this engine does, but synchronised engines may judge its
+            # claims expired early: say so (a log line, as this is another engine's risk).
+            self.metrics.incr("clock_skew.passes_behind")
+            logger.warning(
+                "this engine's clock runs at least %.1fs behind the store's (max_clock_skew="
+                "%ss): other engines may take over its claims early; synchronise it (NTP)",
+                -skew.high,
+                self.limit,
+            )
         if self.limit is None or skew.low <= self.limit:
             return now
         self.metrics.incr("clock_skew.passes_held_back")
