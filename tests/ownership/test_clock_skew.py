@@ -249,3 +249,35 @@ def test_an_engine_behind_the_store_is_logged_and_still_takes_over(
         assert "behind the store's" in caplog.text
     else:
         assert "clock_skew.passes_behind" not in counters
+
+
+def test_an_activity_in_flight_runs_once_when_an_engine_ahead_runs_maintenance_meanwhile(
+    storage_factory: Opener, storage_backend: str
+) -> None:
+    """The campaign's case: mid-activity, an engine 41 s ahead runs a pass. On a store with a
+    clock the owner keeps its claim, the activity runs once and the owner commits it."""
+    calls: list[str] = []
+    engines: dict[str, Engine] = {}
+
+    def work() -> str:
+        calls.append("work")
+        if len(calls) == 1:  # the other engine's pass lands while this attempt runs
+            engines["ahead"].run_maintenance()
+        return "done"
+
+    def flow(ctx: Any, _: Any) -> Iterator[Any]:
+        return (yield ctx.run("work"))
+
+    flows = {"flow": workflow("flow").activities(work=work).execute(flow)}
+    owner = make_engine(storage_factory, flows, "owner", real())
+    engines["ahead"] = make_engine(storage_factory, flows, "ahead", real(AHEAD), recover=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        owner.start("flow", id="w")
+    if has_clock(storage_backend):
+        assert calls == ["work"]
+        assert owner.describe("w").status == "completed"
+        assert "claim_attempts.deposed" not in owner.runtime.metrics.counters
+    else:  # the documented assumption broken on a store without a clock: fencing keeps one
+        assert calls == ["work", "work"]
+        assert owner.runtime.metrics.counters["claim_attempts.deposed"] == 1
