@@ -17,9 +17,12 @@ from typing import Any
 
 import msgpack
 
-from weft_serverless.errors import CodecError
+from weft_serverless.errors import CodecError, UnsupportedSchemaVersionError
 
 SCHEMA_VERSION = 1
+"""The format of the records this release writes (the ``sv`` field of a record)."""
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+"""The record formats this release reads; a record stamped with any other is refused."""
 
 _EXT_DATETIME = 1
 _EXT_DATE = 2
@@ -124,6 +127,26 @@ def decode(data: bytes) -> Any:
         return _unpack(data)
     except Exception as exc:
         raise CodecError(f"stored value cannot be decoded: {exc}") from None
+
+
+def decode_record(data: bytes, what: str) -> Any:
+    """Decode an engine record, refusing one stamped with a schema version this release lacks.
+
+    A record without ``sv`` is version 1: this release stamps only the workflow state, and a
+    later one that changes any other record's format stamps that record, so every release
+    from this one on refuses what it cannot read instead of misreading it (ADR 0014).
+    """
+    record = decode(data)
+    if isinstance(record, dict):
+        check_schema_version(record, what)
+    return record
+
+
+def check_schema_version(record: Mapping[str, Any], what: str) -> None:
+    """Raise ``UnsupportedSchemaVersionError`` unless ``record`` is in a format read here."""
+    version = record.get("sv", 1)
+    if type(version) is not int or version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise UnsupportedSchemaVersionError(what, version, SUPPORTED_SCHEMA_VERSIONS)
 
 
 def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:

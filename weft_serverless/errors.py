@@ -165,6 +165,25 @@ class ChildWorkflowFailedError(WeftError):
         self.error_message = error_message
 
 
+class UnsupportedSchemaVersionError(WeftError):
+    """A stored record is in a format this engine does not know, e.g. written by a newer release.
+
+    The engine refuses to act on it and leaves it exactly as stored, so running an older
+    release (a rollback) can never misread or overwrite newer data.
+    """
+
+    def __init__(self, what: str, found: object, supported: tuple[int, ...]) -> None:
+        known = ", ".join(str(version) for version in supported)
+        super().__init__(
+            f"{what} has schema version {found!r}, but this engine reads only version(s) "
+            f"{known}; upgrade this engine to the weft-serverless release that wrote it, or a "
+            "newer one (the record was left untouched)"
+        )
+        self.what = what
+        self.found = found
+        self.supported = supported
+
+
 class StorageError(WeftError):
     """A storage backend failed or refused a request."""
 
@@ -289,6 +308,13 @@ class EngineLeaseLostError(WeftError):
 
 class WorkflowClaimLost(RuntimeWarning):
     """This engine lost a workflow's claim; it stopped driving that workflow."""
+
+
+class ClockSkewDetected(RuntimeWarning):
+    """This engine's clock runs ahead of the store's by more than ``max_clock_skew``.
+
+    While it does, the engine takes over no claim and fires timers by the store's clock.
+    """
 
 
 class WorkflowWakeDiscarded(RuntimeWarning):

@@ -7,6 +7,7 @@ pass, which fires whatever fell due. ``crash()`` drops every in-memory object an
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, W
 from weft_serverless.engine.maintenance import MaintenanceReport
 from weft_serverless.storage.base import (
     Capabilities,
+    ClockOffset,
     Condition,
     Op,
     SortRange,
@@ -87,6 +89,9 @@ class CrashingStorage(Storage):
 
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities()
+
+    def clock_offset(self) -> ClockOffset | None:
+        return self.inner.clock_offset()
 
     def _get(self, key: Any) -> bytes | None:
         return self.inner.get(key)
@@ -169,6 +174,8 @@ class TestEngine:
         self.storage = storage if storage is not None else MemoryStorage()
         self.clock = clock or VirtualClock()
         self.mocks: dict[str, MockActivity] = {}
+        # A virtual clock is apart from the store's on purpose: no skew check unless asked.
+        engine_options.setdefault("max_clock_skew", math.inf)
         self._engine_options = engine_options
         self._engine: Engine | None = self._build(self.storage)
 

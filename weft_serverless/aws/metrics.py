@@ -29,7 +29,7 @@ CORE_COUNTERS = (
     ("LostCommits", "lost_commits"),
 )
 # Engine counters that hold a current value rather than a running total.
-GAUGES = frozenset({"claims_active"})
+GAUGES = frozenset({"claims_active", "clock_skew_ms"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weft_serverless.codec import decode
+from weft_serverless.codec import decode_record
 from weft_serverless.errors import (
     InvalidArgumentError,
     WeftError,
@@ -221,7 +221,9 @@ def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
         last = next(
             rt.storage.scan(partition, keys.OP_PREFIX, lte=top, reverse=True, limit=1), None
         )
-    if last is None or decode(last[1]).get("ok", True):
+    if last is None or decode_record(last[1], f"record {last[0]!r} of {partition!r}").get(
+        "ok", True
+    ):
         return []
     slot = last[0][len(keys.OP_PREFIX) :]
     ops: list[Op] = []
@@ -245,7 +247,7 @@ def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
         sort[len(keys.CHILD_PREFIX) :] for sort, _ in rt.storage.scan(partition, keys.CHILD_PREFIX)
     }
     pending = {
-        sort[len(keys.PENDING_PREFIX) :]: decode(value)
+        sort[len(keys.PENDING_PREFIX) :]: decode_record(value, f"record {sort!r} of {partition!r}")
         for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX)
     }
     return open_children(pending, finished)

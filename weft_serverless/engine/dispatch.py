@@ -13,11 +13,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from weft_serverless.errors import WeftError, WorkflowBusyError
+from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowBusyError
 
 from .commit import LostCommit
 from .ownership import EngineDeposedError
-from .runtime import Runtime, logger
+from .runtime import Runtime, logger, skip_unsupported
 
 _LOST_COMMIT_RETRIES = 3
 
@@ -124,6 +124,11 @@ class Dispatcher:
             except LostCommit:
                 logger.info("workflow %s: another writer committed first; re-reading", workflow_id)
                 kind = "retry"
+            except UnsupportedSchemaVersionError as exc:
+                if not swallow_errors:
+                    raise
+                skip_unsupported(self._rt, exc)
+                return "error"
             except WeftError as exc:
                 if not swallow_errors:
                     raise

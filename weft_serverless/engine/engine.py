@@ -27,6 +27,7 @@ from . import control, interactions, lifecycle, listing, signals
 from . import retention as retention_mod
 from .arguments import Duration, check_id, check_registry, start_time
 from .background import BackgroundDriver
+from .clock_skew import ClockGuard, clock_skew_limit
 from .dispatch import Dispatcher
 from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
@@ -66,6 +67,7 @@ class Engine:
         workflow_claim_ttl: float = 30.0,
         workflow_claim_renew_interval: float = 5.0,
         retention: Mapping[str, Duration] | None = None,
+        max_clock_skew: float | None = None,
     ) -> Engine:
         """Register workflows, then recover running ones (``recover=True``).
 
@@ -80,6 +82,11 @@ class Engine:
 
         ``retention`` maps terminal statuses to how long a finished run is kept, e.g.
         ``{"completed": "7d", "failed": "30d"}``; the maintenance pass purges it afterwards.
+
+        ``max_clock_skew`` (seconds; default: the ownership mode's renew interval, else 5) is
+        how far this engine's clock may run ahead of the store's, on stores that have a clock
+        (DynamoDB). Beyond it the engine takes over no claim and fires timers by the store's
+        clock, warning ``ClockSkewDetected``; ``math.inf`` turns the check off.
         """
         check_registry(workflows)
         if background_tasks not in ("manual", "automatic"):
@@ -114,6 +121,9 @@ class Engine:
             rt.fence = WorkflowLease(rt, claim_timing)
         else:
             rt.fence = Ownership(rt)
+        rt.clock_guard = ClockGuard(
+            storage, rt.metrics, clock_skew_limit(max_clock_skew, rt.fence.renew_interval)
+        )
         rt.fence.bootstrap()
         engine = cls(rt)
         if recover:

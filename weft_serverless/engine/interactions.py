@@ -12,7 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.activity import decode_token
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     InvalidArgumentError,
@@ -159,6 +159,7 @@ def complete_async(
             raise ActivityTokenNotFoundError(
                 "no activity is waiting on this token (unknown, or already completed)"
             )
+        decode_record(pending, f"the pending activity of workflow {workflow_id!r}")
         now = rt.now()
         timer = keys.timer_key(now, workflow_id, f"a{slot}#{attempt}")
         conditions = [

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from weft_serverless.codec import decode
-from weft_serverless.errors import WeftError, WorkflowNotFoundError
+from weft_serverless.codec import decode_record
+from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op
 
@@ -25,7 +25,7 @@ from . import control, retention
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
 from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
 from .retention import RETENTION
-from .runtime import Runtime, logger
+from .runtime import Runtime, logger, skip_unsupported
 
 MAX_TIMERS_PER_PASS = 1000
 
@@ -66,7 +66,11 @@ def fire_due_timers(
     for shard in range(keys.TIMER_SHARDS):
         partition = keys.timer_partition(shard)
         for sort, value in rt.storage.scan(partition, lt=bound, limit=MAX_TIMERS_PER_PASS - seen):
-            timer = decode(value)
+            try:
+                timer = decode_record(value, f"timer {sort!r} in {partition!r}")
+            except UnsupportedSchemaVersionError as exc:
+                skip_unsupported(rt, exc)
+                continue
             entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
             due.setdefault(timer["wf"], []).append(entry)
             seen += 1
@@ -111,6 +115,9 @@ def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]
             control.activate_delayed(rt, workflow_id)
     except WorkflowNotFoundError:
         return COLLECT
+    except UnsupportedSchemaVersionError as exc:
+        skip_unsupported(rt, exc)
+        return "error"
     except WeftError as exc:
         logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
         return "error"
@@ -150,7 +157,7 @@ def run_maintenance(
     report = MaintenanceReport(now=moment)
     rt.fence.maintain(report, budget, dispatcher)
     if not budget.exhausted():
-        fire_due_timers(rt, dispatcher, moment, report, budget)
+        fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
     else:
         report.cut_short = True
     if not budget.exhausted():

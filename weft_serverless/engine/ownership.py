@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode_record, encode
 from weft_serverless.errors import (
     ConfigurationError,
     OwnershipModeMismatchError,
@@ -229,7 +229,9 @@ def read_marker(rt: Runtime) -> dict[str, Any] | None:
     """The store's ownership-mode marker ``{mode, established_at}``, None on a store no
     fencing engine has used."""
     stored = rt.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
-    return None if stored is None else dict(decode(stored))
+    if stored is None:
+        return None
+    return dict(decode_record(stored, "the store's ownership-mode marker"))
 
 
 def establish_mode(rt: Runtime, mode: Mode) -> None:

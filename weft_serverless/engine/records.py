@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless.codec import SCHEMA_VERSION, decode, encode
+from weft_serverless.codec import (
+    SCHEMA_VERSION,
+    check_schema_version,
+    decode,
+    decode_record,
+    encode,
+)
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 
@@ -62,7 +68,9 @@ class WorkflowState:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WorkflowState:
+        """Read a stored state; a format this release does not know raises before any use."""
         raw = decode(data)
+        check_schema_version(raw, f"the state of workflow {raw.get('id')!r}")
         return cls(
             id=raw["id"],
             type=raw["type"],
@@ -116,7 +124,11 @@ class History:
 
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:
-    """Read a workflow's partition (one ordered, strongly consistent range read)."""
+    """Read a workflow's partition (one ordered, strongly consistent range read).
+
+    Every record is checked for a schema version this release reads before any is used, so a
+    partition holding a newer release's record raises ``UnsupportedSchemaVersionError``.
+    """
     state_bytes: bytes | None = None
     h = History(_PLACEHOLDER, b"")
     for sort, value in storage.scan(keys.workflow_partition(workflow_id)):
@@ -124,31 +136,43 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         family, _, rest = sort.partition("#")
         if sort == keys.STATE:
             state_bytes = value
-        elif family == "op":
-            h.ops[rest] = decode(value)
-        elif family == "pend":
-            h.pending[rest] = decode(value)
-        elif family == "att":
-            h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(decode(value))
-        elif family == "sig":
-            name = keys.dec(rest.split("#", 1)[0])
-            h.signals.setdefault(name, []).append((sort, value, decode(value)))
-        elif family == "child":
-            h.children[rest] = decode(value)
-        elif family == "upa":
-            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(decode(value))
-        elif family == "upr":
-            h.update_responses[keys.dec(rest)] = decode(value)
-        elif family == "ver":
-            h.versions[keys.dec(rest)] = decode(value)["v"]
-        elif family == "asyncres":
-            h.async_results[rest] = decode(value)
-        elif family == "actrec":
-            h.started[rest] = decode(value)
+        elif family in _DECODED_FAMILIES:
+            record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
+            _file(h, family, rest, sort, value, record)
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
     return h
+
+
+_DECODED_FAMILIES = frozenset(
+    {"op", "pend", "att", "sig", "child", "upa", "upr", "ver", "asyncres", "actrec"}
+)
+
+
+def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: Any) -> None:
+    """Put one decoded partition record where the driver looks for it."""
+    if family == "op":
+        h.ops[rest] = record
+    elif family == "pend":
+        h.pending[rest] = record
+    elif family == "att":
+        h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(record)
+    elif family == "sig":
+        name = keys.dec(rest.split("#", 1)[0])
+        h.signals.setdefault(name, []).append((sort, value, record))
+    elif family == "child":
+        h.children[rest] = record
+    elif family == "upa":
+        h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(record)
+    elif family == "upr":
+        h.update_responses[keys.dec(rest)] = record
+    elif family == "ver":
+        h.versions[keys.dec(rest)] = record["v"]
+    elif family == "asyncres":
+        h.async_results[rest] = record
+    elif family == "actrec":
+        h.started[rest] = record
 
 
 _PLACEHOLDER = WorkflowState("", "", "", "", b"", 0.0, 0.0)

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
-from weft_serverless.errors import PayloadTooLargeError
+from weft_serverless.errors import PayloadTooLargeError, WeftError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
 if TYPE_CHECKING:
+    from .clock_skew import ClockGuard
     from .ownership import Ownership
 
 BackgroundTasks = Literal["manual", "automatic"]
@@ -59,6 +60,7 @@ class Runtime:
     # Seconds to keep a finished run, per terminal status (absent: kept forever).
     retention: dict[str, float] = field(default_factory=dict)
     fence: Ownership = field(init=False)
+    clock_guard: ClockGuard = field(init=False)
     metrics: Metrics = field(default_factory=Metrics)
     time_floor: float = 0.0
     closed: bool = False
@@ -96,6 +98,12 @@ class Runtime:
         if len(data) > self.max_payload_bytes:
             raise PayloadTooLargeError(what, len(data), self.max_payload_bytes)
         return data
+
+
+def skip_unsupported(rt: Runtime, error: WeftError) -> None:
+    """A background pass leaves a record of an unknown format as it is: warn, count, go on."""
+    rt.metrics.incr("records_skipped_unsupported")
+    logger.warning("skipped a record this engine cannot read: %s", error)
 
 
 def payload_limit(storage: Storage, configured: int | None) -> int:

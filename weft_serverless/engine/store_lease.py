@@ -82,7 +82,7 @@ class StoreLease(Ownership):
             current: dict[str, object] = decode(holder)
             expires = current["expires_at"]
             assert isinstance(expires, float | int)
-            if expires >= now:
+            if expires >= now or not self.rt.clock_guard.allows_takeover("the lease", now):
                 return current
         new_epoch = pack_epoch(unpack_epoch(epoch) + 1)
         new_holder = self._holder(new_epoch, now)

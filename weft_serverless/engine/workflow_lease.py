@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from weft_serverless.codec import decode, encode
 from weft_serverless.errors import (
     StorageError,
+    UnsupportedSchemaVersionError,
     WorkflowClaimLost,
     WorkflowClaimUnavailableError,
     WorkflowWakeDiscarded,
@@ -38,6 +39,7 @@ from .ownership import (
     warn,
 )
 from .records import RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from .runtime import skip_unsupported
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -329,7 +331,12 @@ class WorkflowLease(Ownership):
                 if now < until:
                     self.rt.metrics.incr("claim_attempts.backoff_skipped")
                     continue
-                if self._take_over(workflow_id, now):
+                try:
+                    taken = self._take_over(workflow_id, now)
+                except UnsupportedSchemaVersionError as exc:
+                    skip_unsupported(self.rt, exc)  # left to an engine that reads it
+                    continue
+                if taken:
                     reclaimed += 1
                     dispatcher.run(workflow_id, "reclaim")
         return reclaimed
@@ -348,6 +355,8 @@ class WorkflowLease(Ownership):
                 holder = decode(holder_bytes)
                 expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
                 if not expired_at < now:
+                    return False
+                if not self.rt.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
                     return False
                 outcome = "takeover"
             state_bytes = self.rt.storage.get(keys.state_key(workflow_id))

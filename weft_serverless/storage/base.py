@@ -61,6 +61,18 @@ class Capabilities:
     persistence: Persistence
 
 
+@dataclass(frozen=True, slots=True)
+class ClockOffset:
+    """The store's clock minus this process's wall clock (``time.time()``), in seconds.
+
+    Known only within bounds (a clock read over a network is): the true offset lies between
+    ``low`` and ``high``.
+    """
+
+    low: float
+    high: float
+
+
 @dataclass(slots=True)
 class StorageStats:
     """Request counters, so cost per step is measurable on any backend."""
@@ -239,6 +251,15 @@ class Storage(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections; the object must not be used afterwards."""
+
+    def clock_offset(self) -> ClockOffset | None:
+        """How far the store's clock is from this process's, for backends that have one.
+
+        Optional capability: ``None`` means the store has no clock of its own (memory, a
+        local file), so engines sharing it share this machine's clock. A remote store answers
+        from what its recent responses said, making a request only when none did lately.
+        """
+        return None
 
     # -- backend primitives ----------------------------------------------------------------
 

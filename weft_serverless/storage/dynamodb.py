@@ -18,8 +18,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.errors import ConfigurationError, StorageError, StorageIntegrityError
+from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Capabilities,
+    ClockOffset,
     Condition,
     Key,
     Op,
@@ -27,6 +29,7 @@ from weft_serverless.storage.base import (
     SortRange,
     Storage,
 )
+from weft_serverless.storage.dynamodb_clock import ClockEstimator
 from weft_serverless.storage.dynamodb_faults import ConditionFailed, Retrier, TimeBudget
 from weft_serverless.storage.dynamodb_items import (
     Action,
@@ -129,8 +132,14 @@ class DynamoDBStorage(Storage):
         self._timeouts = connect_timeout, read_timeout
         self._client_lock = threading.Lock()
         self.meter = RequestMeter()
+        self.store_clock = ClockEstimator()
         self._retrier = Retrier(
-            self.meter, time_budget=time_budget, sleep=sleep, clock=clock, rng=rng
+            self.meter,
+            time_budget=time_budget,
+            sleep=sleep,
+            clock=clock,
+            rng=rng,
+            observe=self.store_clock.observe,
         )
         self.offload = Offload(
             offload_bucket,
@@ -200,6 +209,17 @@ class DynamoDBStorage(Storage):
             if owned and client is not None:
                 client.close()
         self._client = self._s3 = None
+
+    def clock_offset(self) -> ClockOffset | None:
+        """The table's clock against ours, from the ``Date`` header of recent answers.
+
+        Every answer is read for it; only when none came lately is one item read for it.
+        """
+        offset = self.store_clock.offset()
+        if offset is None:
+            self._get_item(keys.meta_key(keys.CLOCK_PROBE))
+            offset = self.store_clock.offset()
+        return offset
 
     def create_table(self) -> None:
         """Create this storage's table if missing (see the module function)."""

@@ -156,6 +156,8 @@ class Retrier:
     ``time_budget`` is seconds per operation, or a callable returning the seconds left
     right now (e.g. from a Lambda context), or ``None`` for ``DEFAULT_TIME_BUDGET``.
     ``sleep``, ``clock`` and ``rng`` are injectable so tests never wait for real.
+    ``observe`` sees every answer (a result or an error's response) with the ``wall``-clock
+    times it was sent and received, which is how the store's clock is read for free.
     """
 
     def __init__(
@@ -168,8 +170,12 @@ class Retrier:
         rng: random.Random | None = None,
         base_delay: float = BASE_DELAY,
         max_delay: float = MAX_DELAY,
+        observe: Callable[[Any, float, float], None] | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.meter = meter
+        self.observe = observe
+        self.wall = wall
         self.time_budget = time_budget
         self.sleep = sleep
         self.clock = clock
@@ -191,9 +197,11 @@ class Retrier:
         attempts = self.attempts(operation)
         while True:
             attempts.begin()
+            sent = self.wall()
             try:
-                return send()
+                result = send()
             except Exception as exc:
+                self._observe(getattr(exc, "response", None), sent)
                 fault = classify(exc, operation)
                 if fault is None:
                     raise
@@ -202,6 +210,14 @@ class Retrier:
                 if fault.error is not None:
                     raise fault.error from None
                 attempts.failed(fault)
+                continue
+            self._observe(result, sent)
+            return result
+
+    def _observe(self, response: Any, sent: float) -> None:
+        """Hand an answer's headers to the store-clock estimate (free: no extra request)."""
+        if self.observe is not None and response is not None:
+            self.observe(response, sent, self.wall())
 
 
 class Attempts:

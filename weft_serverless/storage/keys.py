@@ -43,6 +43,7 @@ META_PARTITION = "meta"
 OWNERSHIP_MODE = "ownership-mode"
 LEASE_EPOCH = "lease#epoch"
 LEASE_HOLDER = "lease#holder"
+CLOCK_PROBE = "clock-probe"  # never written: a store with a clock reads it to hear the time
 
 
 def enc(part: str) -> str:
