@@ -84,9 +84,7 @@ def dev(tmp_path: Path) -> Iterator[DevProcess]:
         started.process.wait(timeout=10)
 
 
-def call(
-    url: str, method: str = "GET", body: Any = None, timeout: float = 10
-) -> tuple[int, Any]:
+def call(url: str, method: str = "GET", body: Any = None, timeout: float = 10) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
     request.add_header("Content-Type", "application/json")
