@@ -204,7 +204,7 @@ def test_cancel(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     [
         (["show", "nope"], 1, "WorkflowNotFoundError"),
         (["signal", "exp-7", "approve", "--payload", "{oops"], 2, "--payload is not JSON"),
-        (["list", "--status", "sleeping"], 1, "InvalidArgumentError"),
+        (["list", "--status", "sleeping"], 2, "InvalidArgumentError"),  # a bad option: usage
     ],
 )
 def test_errors_go_to_stderr_with_a_status(

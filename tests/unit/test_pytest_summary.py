@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("flags", [["-q"], []], ids=["pytest -q", "scripts/test"])
 def test_the_run_ends_with_a_passed_count(tmp_path: Path, flags: list[str]) -> None:
     (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    config = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path)]
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", *flags, "-c", str(ROOT / "pyproject.toml")]
-        + ["--rootdir", str(tmp_path), str(tmp_path / "test_one.py")],
+        [sys.executable, "-m", "pytest", *flags, *config, str(tmp_path / "test_one.py")],
         capture_output=True,
         text=True,
         timeout=60,
