@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ACCOUNT = "123456789012"
 STAGE = "dev"
@@ -118,10 +118,13 @@ def http_event(
     Unlike a REST event: header names are lower case and repeated values are joined with
     commas (so are repeated query parameters), cookies travel apart from the headers, the
     method and source address live under ``requestContext.http``, and ``rawPath`` carries no
-    stage prefix.
+    stage prefix. An HTTP API hands over the path percent-decoded; a function URL, like a
+    REST API, as it was sent.
     """
     split = urlsplit(target)
     path = split.path or "/"
+    if not function_url:
+        path = unquote(path)
     joined: dict[str, list[str]] = {}
     cookies: list[str] = []
     for name, value in headers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.parse
 
 import pytest
 from aws_support import Api, FakeMonotonic, rest_event
@@ -82,3 +83,15 @@ def test_errors_answer_the_same_on_every_front_door(front: Api) -> None:
 
     unknown = front("GET", "/workflows/nope")
     assert (unknown.status, unknown.code) == (404, "WorkflowNotFoundError")
+
+
+@pytest.mark.parametrize("workflow_id", ["order 7", "a%41", "caf\u00e9"])
+def test_a_workflow_id_is_decoded_exactly_once_whatever_the_front_door(
+    front: Api, workflow_id: str
+) -> None:
+    """REST APIs and function URLs send the path encoded, an HTTP API decoded."""
+    body = {"workflow_type": "greeter", "id": workflow_id, "input": "ada"}
+    assert front("POST", "/workflows", body).status == 201
+    encoded = urllib.parse.quote(workflow_id, safe="")
+    described = front("GET", f"/workflows/{encoded}")
+    assert (described.status, described.body["id"]) == (200, workflow_id)

@@ -51,6 +51,7 @@ class _Current:
     engine: Engine
     invocation: Invocation
     event: Event
+    shape: str
 
 
 def make_api_handler(
@@ -88,7 +89,8 @@ def make_api_handler(
     resolvers = {shape: _resolver(shape, views) for shape in SHAPES}
 
     def handler(event: Event, context: LambdaContext) -> dict[str, Any]:
-        app = resolvers[event_shape(event)]
+        shape = event_shape(event)
+        app = resolvers[shape]
         engine = engine_factory()
         started = monotonic()
         with lambda_invocation(
@@ -98,7 +100,7 @@ def make_api_handler(
             step_reserve=reserve,
             correlation_id=_correlation_id(event, context),
         ) as invocation:
-            token = current.set(_Current(engine, invocation, event))
+            token = current.set(_Current(engine, invocation, event, shape))
             try:
                 response = app.resolve(event, cast(Any, context))
             finally:
@@ -178,7 +180,8 @@ def _view(
     def view(**path: str) -> Response[str]:
         state = current.get()
         try:
-            params = {name: _path_param(name, value) for name, value in path.items()}
+            encoded = state.shape != HTTP
+            params = {name: _path_param(name, value, encoded) for name, value in path.items()}
             if "workflow_id" in params:
                 state.invocation.bind(workflow_id=params["workflow_id"])
             request = Request(
@@ -233,9 +236,11 @@ def _template_matches(template: str, path: str) -> bool:
     )
 
 
-def _path_param(name: str, raw: str) -> str:
-    """REST APIs pass the path still percent-encoded; decode each parameter once."""
-    value = urllib.parse.unquote(raw)
+def _path_param(name: str, raw: str, encoded: bool = True) -> str:
+    """REST APIs and function URLs pass the path still percent-encoded: decode each parameter
+    once. An HTTP API has decoded ``rawPath`` already; decoding again would turn a literal
+    ``%41`` in an id into ``A``."""
+    value = urllib.parse.unquote(raw) if encoded else raw
     if not value or not value.isprintable():
         raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
     if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_LENGTH:
