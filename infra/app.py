@@ -17,6 +17,9 @@ SETTINGS = {
     "codePath": ("WEFT_CODE_PATH", "build/lambda"),
     "stackName": ("WEFT_STACK_NAME", "weft-serverless"),
     "removalPolicy": ("WEFT_REMOVAL_POLICY", "retain"),
+    "api": ("WEFT_API", "rest"),
+    "apiCloudWatchRole": ("WEFT_API_CLOUDWATCH_ROLE", "false"),
+    "alarmEmail": ("WEFT_ALARM_EMAIL", ""),
 }
 """Context key -> (environment variable, default)."""
 
@@ -34,6 +37,9 @@ def build(app: cdk.App) -> cdk.Stack:
     if removal not in ("retain", "destroy"):
         raise ValueError(f"removalPolicy must be 'retain' or 'destroy', got {removal!r}")
     destroy = removal == "destroy"
+    cloudwatch_role = setting(app, "apiCloudWatchRole").lower()
+    if cloudwatch_role not in ("true", "false"):
+        raise ValueError(f"apiCloudWatchRole must be 'true' or 'false', got {cloudwatch_role!r}")
     stack_name = setting(app, "stackName")
     stack = cdk.Stack(
         app,
@@ -51,6 +57,9 @@ def build(app: cdk.App) -> cdk.Stack:
         code_path=setting(app, "codePath"),
         removal_policy=cdk.RemovalPolicy.DESTROY if destroy else cdk.RemovalPolicy.RETAIN,
         deletion_protection=not destroy,
+        api=setting(app, "api"),
+        api_cloudwatch_role=cloudwatch_role == "true",
+        alarm_email=setting(app, "alarmEmail") or None,
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack

@@ -6,7 +6,10 @@ handler ``(args) -> exit status``. Handlers import what they use when they run, 
 commands (``list``, ``show``, ``signal``, ``cancel``, ``result``) and ``dev`` live in
 ``weft_serverless.cli_commands``; ``demo`` is here.
 
-Exit status: 0 success, 1 an error (message on stderr), 2 a usage error.
+Exit status: 0 success, 1 an error (message on stderr), 2 a usage error (including an
+argument the engine refuses with ``InvalidArgumentError``: on a command line that is the
+user's option), 141 when the reader of stdout went away (``weft list | head``), as for any
+Unix tool killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ Handler = Callable[[argparse.Namespace], int]
 _CRASH_EXIT = 17
 _CRASH_ACTIVITY = "ship_order"
 _CRASH_PHASE = "run-until-crash"
+SIGPIPE_EXIT = 141
+"""128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,18 +48,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     from weft_serverless.cli_commands.target import UsageError
-    from weft_serverless.errors import WeftError
+    from weft_serverless.errors import InvalidArgumentError, WeftError
 
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
     except UsageError as exc:
         print(f"weft: {exc}", file=sys.stderr)
+        return 2
+    except InvalidArgumentError as exc:
+        print(f"weft: {exc.code}: {exc}", file=sys.stderr)
         return 2
     except WeftError as exc:
         print(f"weft: {exc.code}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_closed() -> int:
+    """The reader left (``| head``): stop quietly, as a tool killed by SIGPIPE would.
+
+    stdout is pointed at /dev/null so the interpreter's final flush of what is still buffered
+    cannot raise again on the way out.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured output)
+        pass
+    return SIGPIPE_EXIT
 
 
 def _parser() -> argparse.ArgumentParser:

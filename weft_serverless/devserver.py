@@ -1,15 +1,19 @@
 """``weft dev``: the serverless topology on one machine, in one process, in memory.
 
-Three parts, each on its own thread: moto's DynamoDB server on a free loopback port (behind
-a lock, because moto's models are not safe under concurrent requests), an HTTP server that
-turns every request into an API Gateway REST proxy event for the API handler, and a ticker
-that calls the maintenance handler with an EventBridge Scheduled Event (the events come from
-``weft_serverless.lambda_events``). The handlers are the
-modules Lambda runs (``handlers.api``, ``handlers.maintenance``), imported only after the
-environment they read at import time is set. Nothing is written to disk.
+Three parts, each on its own threads: moto's DynamoDB server on a free loopback port (behind
+a lock, because moto's models are not safe under concurrent requests), werkzeug's threaded
+WSGI server turning every request into an API Gateway REST proxy event for the API handler,
+and a ticker that calls the maintenance handler with an EventBridge Scheduled Event (the
+events come from ``weft_serverless.lambda_events``). Nothing is written to disk.
 
-Handlers run one event at a time: in Lambda each container serves one invocation at a time,
-and here both handlers share the process's one engine (``weft_serverless.aws.runtime``).
+As deployed, the two handlers run in two containers, each with its own engine and one
+invocation at a time: the API container runs ``handlers.api`` (the module Lambda runs,
+imported only after the environment it reads at import time is set), the maintenance
+container the same factory ``handlers.maintenance`` calls, on an engine of its own. So a
+request that waits for its result (``wait_seconds``) never holds up the ticker, and the
+timer it waits for fires meanwhile, as it would in AWS. API requests still run one at a
+time: powertools' resolver keeps the current event in a process-wide attribute, so this
+process is one API container, like a function with a concurrency of one.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ import traceback
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from weft_serverless import Engine
 
 from weft_serverless.lambda_events import (
     DEFAULT_REGION,
@@ -127,48 +134,41 @@ class LockedMotoServer:
 # -- the HTTP front door ---------------------------------------------------------------------
 
 
-class _ApiServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _Container:
+    """One Lambda container: a handler, called for one event at a time."""
 
-    def __init__(self, address: tuple[str, int], dev: DevServer) -> None:
-        self.dev = dev
-        super().__init__(address, _ApiRequest)
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self._lock = threading.Lock()
+
+    def invoke(self, event: dict[str, Any], context: Any) -> Any:
+        with self._lock:
+            return self.handler(event, context)
 
 
-class _ApiRequest(BaseHTTPRequestHandler):
-    server: _ApiServer
-    protocol_version = "HTTP/1.1"
+def _headers(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers from a WSGI environ, in the spelling clients send."""
+    found = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            name = key[5:]
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            name = key
+        else:
+            continue
+        found.append(("-".join(part.capitalize() for part in name.split("_")), str(value)))
+    return found
 
-    def do_GET(self) -> None:
-        self._invoke()
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+def _target(environ: Mapping[str, Any]) -> str:
+    """The request target as sent (still percent-encoded), as API Gateway passes the path."""
+    raw = environ.get("REQUEST_URI") or environ.get("RAW_URI")
+    if raw:
+        return str(raw)
+    from urllib.parse import quote
 
-    def _invoke(self) -> None:
-        began = time.monotonic()
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            self.send_error(400, "bad Content-Length")
-            return
-        body = self.rfile.read(length) if length > 0 else b""
-        event = rest_event(
-            self.command, self.path, self.headers.items(), body, self.client_address[0]
-        )
-        status, headers, payload = self.server.dev.call_api(event)
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-        elapsed = (time.monotonic() - began) * 1000
-        self.server.dev.log(f"{self.command} {self.path} -> {status} ({elapsed:.0f} ms)")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the stdlib's per-request line; ``_invoke`` logs a compact one instead."""
+    query = environ.get("QUERY_STRING")
+    return quote(str(environ.get("PATH_INFO") or "/")) + (f"?{query}" if query else "")
 
 
 # -- the whole stack -------------------------------------------------------------------------
@@ -186,12 +186,10 @@ class DevServer:
         self.url = ""
         self.workflow_types: list[str] = []
         self.samples: dict[str, Any] = {}
-        self._api: Handler | None = None
-        self._maintenance: Handler | None = None
-        # Both handlers share the process's one engine (weft_serverless.aws.runtime), which
-        # serves one invocation at a time, as a Lambda container does.
-        self._invoke_lock = threading.Lock()
-        self._http: _ApiServer | None = None
+        self._api: _Container | None = None
+        self._maintenance: _Container | None = None
+        self._maintenance_engine: Engine | None = None
+        self._http: Any = None
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._print_lock = threading.Lock()
@@ -206,18 +204,24 @@ class DevServer:
         registry = getattr(workflows, "workflows", None)
         self.workflow_types = sorted(registry) if isinstance(registry, Mapping) else []
         self.samples = dict(getattr(workflows, "SAMPLES", {}) or {})
-        self._api = self._handler("handlers.api")
-        self._maintenance = self._handler("handlers.maintenance")
-        from weft_serverless.aws import get_engine
+        self._api = _Container(self._handler("handlers.api"))
+        self._handler("handlers.maintenance")  # present and importable, as Lambda needs it
+        from weft_serverless.aws import build_engine, get_engine, make_maintenance_handler
 
         get_engine()  # build the container's engine now: a bad module fails here, not per request
+        self._maintenance_engine = engine = build_engine()
+        self._maintenance = _Container(make_maintenance_handler(engine_factory=lambda: engine))
+        from werkzeug.serving import make_server
+
         try:
-            self._http = _ApiServer((self.config.host, self.config.port), self)
-        except OSError as exc:
+            self._http = make_server(self.config.host, self.config.port, self._wsgi, threaded=True)
+        except (OSError, SystemExit) as exc:  # werkzeug exits when it cannot bind
+            reason = exc.strerror if isinstance(exc, OSError) else "the address is unavailable"
             raise ConfigurationError(
-                f"cannot listen on {self.config.host}:{self.config.port}: {exc.strerror or exc}; "
+                f"cannot listen on {self.config.host}:{self.config.port}: {reason or exc}; "
                 "pick another --port (0 takes any free one)"
             ) from None
+        self._http.daemon_threads = True
         host, port = self._http.server_address[:2]
         self.url = f"http://{_url_host(str(host))}:{port}"
         self._spawn("http", self._http.serve_forever)
@@ -231,6 +235,9 @@ class DevServer:
             self._http.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
+        if self._maintenance_engine is not None:
+            self._maintenance_engine.close()
+            self._maintenance_engine = None
         self.moto.stop()
 
     # -- setup ------------------------------------------------------------------------------
@@ -301,13 +308,31 @@ class DevServer:
 
     # -- running ----------------------------------------------------------------------------
 
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """One HTTP request: an API Gateway event in, the handler's answer out as HTTP."""
+        began = time.monotonic()
+        method, target = str(environ["REQUEST_METHOD"]), _target(environ)
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            start_response("400 Bad Request", [("Content-Type", "text/plain")])
+            return [b"bad Content-Length"]
+        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        address = str(environ.get("REMOTE_ADDR") or "127.0.0.1")
+        event = rest_event(method, target, _headers(environ), body, address)
+        status, headers, payload = self.call_api(event)
+        headers.append(("Content-Length", str(len(payload))))
+        start_response(f"{status} {_phrase(status)}", headers)
+        elapsed = (time.monotonic() - began) * 1000
+        self.log(f"{method} {target} -> {status} ({elapsed:.0f} ms)")
+        return [] if method == "HEAD" else [payload]
+
     def call_api(self, event: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
         """One API invocation; an exception becomes API Gateway's 502, as it would deployed."""
         assert self._api is not None
         context = lambda_context("weft-dev-api", API_BUDGET_SECONDS, self.region)
         try:
-            with self._invoke_lock:
-                response = self._api(event, context)
+            response = self._api.invoke(event, context)
         except Exception:
             self.log("API handler raised:\n" + traceback.format_exc().rstrip())
             response = None
@@ -317,8 +342,7 @@ class DevServer:
         """One maintenance invocation, with a fresh Scheduled Event."""
         assert self._maintenance is not None
         context = lambda_context("weft-dev-maintenance", MAINTENANCE_BUDGET_SECONDS, self.region)
-        with self._invoke_lock:
-            return self._maintenance(scheduled_event(self.region), context)
+        return self._maintenance.invoke(scheduled_event(self.region), context)
 
     def _tick_forever(self) -> None:
         while not self._stopping.wait(self.config.tick):
@@ -358,6 +382,13 @@ class DevServer:
         if self.config.host not in LOOPBACK:
             lines.insert(1, "  WARNING: not bound to loopback; this API has no authentication")
         return "\n".join(lines)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _url_host(host: str) -> str:

@@ -1,7 +1,8 @@
 """Lambda's side of the wire, for running handlers outside AWS: events in, responses out.
 
 ``weft dev`` turns each HTTP request into the event API Gateway would send (a REST proxy
-event, shaped for the deployed ``/workflows`` and ``/activities`` resources), each tick into
+event, shaped for the deployed ``/workflows`` and ``/activities`` resources; ``http_event``
+builds the payload 2.0 event of an HTTP API or a function URL instead), each tick into
 the event an EventBridge schedule sends, and each handler answer back into HTTP the way API
 Gateway reads it. The example tests use the same builders, so they pin what ``weft dev``
 hands to Lambda code.
@@ -15,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 ACCOUNT = "123456789012"
 STAGE = "dev"
@@ -101,6 +102,83 @@ def rest_event(
     }
 
 
+def http_event(
+    method: str,
+    target: str,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    source_ip: str = "127.0.0.1",
+    *,
+    function_url: bool = False,
+    region: str = DEFAULT_REGION,
+) -> dict[str, Any]:
+    """A payload 2.0 event: an API Gateway HTTP API (``$default`` stage and route), or a
+    Lambda function URL with ``function_url=True``.
+
+    Unlike a REST event: header names are lower case and repeated values are joined with
+    commas (so are repeated query parameters), cookies travel apart from the headers, the
+    method and source address live under ``requestContext.http``, and ``rawPath`` carries no
+    stage prefix. An HTTP API hands over the path percent-decoded; a function URL, like a
+    REST API, as it was sent.
+    """
+    split = urlsplit(target)
+    path = split.path or "/"
+    if not function_url:
+        path = unquote(path)
+    joined: dict[str, list[str]] = {}
+    cookies: list[str] = []
+    for name, value in headers:
+        if name.lower() == "cookie":
+            cookies.extend(part.strip() for part in value.split(";") if part.strip())
+        else:
+            joined.setdefault(name.lower(), []).append(value)
+    query = parse_qs(split.query, keep_blank_values=True)
+    try:
+        text, encoded = body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, encoded = base64.b64encode(body).decode("ascii"), True
+    now = time.time()
+    api_id = "weftdevurl" if function_url else "weftdevhttp"
+    domain = (
+        f"{api_id}.lambda-url.{region}.on.aws"
+        if function_url
+        else f"{api_id}.execute-api.{region}.amazonaws.com"
+    )
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": split.query,
+        "headers": {name: ",".join(values) for name, values in joined.items()},
+        "requestContext": {
+            "accountId": "anonymous" if function_url else ACCOUNT,
+            "apiId": api_id,
+            "domainName": domain,
+            "domainPrefix": api_id,
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": ",".join(joined.get("user-agent", [])),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": encoded,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = {k: ",".join(v) for k, v in query.items()}
+    if body:
+        event["body"] = text
+    return event
+
+
 def scheduled_event(region: str, rule: str = "weft-dev-maintenance") -> dict[str, Any]:
     """An EventBridge Scheduled Event, as a ``rate(...)`` rule delivers it."""
     return {
@@ -117,7 +195,8 @@ def scheduled_event(region: str, rule: str = "weft-dev-maintenance") -> dict[str
 
 
 def response_parts(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Status, headers and body bytes from a Lambda proxy response, as API Gateway reads it."""
+    """Status, headers and body bytes from a Lambda proxy response, as API Gateway reads it
+    (either payload version: 2.0 adds ``cookies``, sent back as ``Set-Cookie``)."""
     if not isinstance(response, Mapping) or "statusCode" not in response:
         return 502, [("Content-Type", "application/json")], INTERNAL_ERROR
     headers: list[tuple[str, str]] = []
@@ -128,6 +207,7 @@ def response_parts(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     for name, value in (response.get("headers") or {}).items():
         if name.lower() not in seen:
             headers.append((name, str(value)))
+    headers.extend(("Set-Cookie", str(cookie)) for cookie in response.get("cookies") or ())
     headers = [(n, v) for n, v in headers if n.lower() not in ("content-length", "connection")]
     body = response.get("body") or ""
     payload = base64.b64decode(body) if response.get("isBase64Encoded") else str(body).encode()

@@ -1,11 +1,17 @@
-"""CloudWatch alarms for the engine: the few signals that mean workflows stop moving."""
+"""CloudWatch alarms for the engine: the few signals that mean workflows stop moving.
+
+Each count alarm fires only when its threshold is reached in ``datapoints_to_alarm`` of the
+last ``evaluation_periods`` periods (2 of 3 five-minute periods by default), so one stray
+error or a single throttled burst does not page anybody; a problem that lasts does. Besides
+the AWS service metrics, three alarms watch the engine's own EMF metrics (failed runs, lost
+commits, timer lateness), which no AWS metric can see.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from aws_cdk import Duration
-from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
@@ -18,23 +24,34 @@ _AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 
 @dataclass(frozen=True)
 class AlarmThresholds:
-    """Counts per evaluation period at which an alarm fires; 1 means "any".
+    """Counts per period at which a period counts as bad, and how many bad periods alarm.
 
     Attributes:
-        period_minutes: Length of the one period each alarm evaluates.
+        period_minutes: Length of one evaluation period.
+        evaluation_periods: How many recent periods an alarm looks at.
+        datapoints_to_alarm: How many of them must be bad for it to fire.
         api_errors: Unhandled errors of the API function.
         api_server_errors: 5XX responses returned by API Gateway.
         throttles: Throttled invocations, per function.
-        maintenance_errors: Failed maintenance runs.
+        maintenance_errors: Failed maintenance runs (one runs a minute by default).
         dlq_messages: Messages waiting in the dead-letter queue.
+        workflows_failed: Runs that ended ``failed`` (the engine's ``WorkflowsFailed``).
+        lost_commits: Commits refused by a fence (``LostCommits``): ownership is contested.
+        timer_lateness_seconds: Worst lateness of a fired timer (``TimerLatenessMax``);
+            None means twice the maintenance rate plus 30 s.
     """
 
     period_minutes: int = 5
-    api_errors: int = 1
-    api_server_errors: int = 1
-    throttles: int = 1
-    maintenance_errors: int = 1
+    evaluation_periods: int = 3
+    datapoints_to_alarm: int = 2
+    api_errors: int = 5
+    api_server_errors: int = 5
+    throttles: int = 5
+    maintenance_errors: int = 2
     dlq_messages: int = 1
+    workflows_failed: int = 5
+    lost_commits: int = 5
+    timer_lateness_seconds: int | None = None
 
 
 class WeftAlarms(Construct):
@@ -53,13 +70,16 @@ class WeftAlarms(Construct):
         api_function: lambda_.IFunction,
         maintenance_function: lambda_.IFunction,
         maintenance_rate: Duration,
-        rest_api: apigw.RestApi,
+        api_server_errors: cloudwatch.Metric,
         dead_letter_queue: sqs.IQueue,
-        topic: sns.ITopic | None,
+        topic: sns.ITopic,
+        metrics_namespace: str,
+        service_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        t = thresholds
+        t = self._thresholds = thresholds
         period = Duration.minutes(t.period_minutes)
+        rate_seconds = int(maintenance_rate.to_seconds())
         stall_minutes = max(t.period_minutes, 2 * int(maintenance_rate.to_minutes()))
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self._at_least(
@@ -70,7 +90,7 @@ class WeftAlarms(Construct):
         )
         self._at_least(
             "ApiServerErrors",
-            rest_api.metric_server_error(period=period, statistic="Sum"),
+            api_server_errors.with_(period=period, statistic="Sum"),
             t.api_server_errors,
             "API Gateway returned 5XX responses (handler errors or integration timeouts).",
         )
@@ -111,12 +131,59 @@ class WeftAlarms(Construct):
             t.dlq_messages,
             "An asynchronous invocation failed for good; inspect and redrive the queue.",
         )
-        if topic is not None:
-            for alarm in self.alarms.values():
-                alarm.add_alarm_action(actions.SnsAction(topic))
+
+        def engine_metric(name: str, handler: str, statistic: str) -> cloudwatch.Metric:
+            return cloudwatch.Metric(
+                namespace=metrics_namespace,
+                metric_name=name,
+                dimensions_map={"Handler": handler, "service": service_name},
+                period=period,
+                statistic=statistic,
+            )
+
+        def both_handlers(name: str) -> cloudwatch.MathExpression:
+            """The engine counts per handler; what matters is the sum over both."""
+            return cloudwatch.MathExpression(
+                expression="FILL(api, 0) + FILL(maintenance, 0)",
+                using_metrics={
+                    handler: engine_metric(name, handler, "Sum")
+                    for handler in ("api", "maintenance")
+                },
+                period=period,
+                label=name,
+            )
+
+        self._at_least(
+            "WorkflowsFailed",
+            both_handlers("WorkflowsFailed"),
+            t.workflows_failed,
+            "Workflow runs are ending failed; `weft show <id>` on one tells which step and why.",
+        )
+        self._at_least(
+            "LostCommits",
+            both_handlers("LostCommits"),
+            t.lost_commits,
+            "Step commits are being refused by the ownership fence: containers are contesting "
+            "workflows (clock skew, frozen containers, or a claim TTL shorter than steps).",
+        )
+        self._at_least(
+            "TimerLateness",
+            engine_metric("TimerLatenessMax", "maintenance", "Maximum"),
+            t.timer_lateness_seconds
+            if t.timer_lateness_seconds is not None
+            else 2 * rate_seconds + 30,
+            "Timers fire late: maintenance passes are slow or fall behind (see its duration "
+            "and the TimersFired metric).",
+        )
+        for alarm in self.alarms.values():
+            alarm.add_alarm_action(actions.SnsAction(topic))
 
     def _at_least(
-        self, alarm_id: str, metric: cloudwatch.Metric, threshold: int, description: str
+        self,
+        alarm_id: str,
+        metric: cloudwatch.IMetric,
+        threshold: int,
+        description: str,
     ) -> None:
         self._add(
             alarm_id,
@@ -125,23 +192,29 @@ class WeftAlarms(Construct):
             comparison=_AT_LEAST,
             missing=cloudwatch.TreatMissingData.NOT_BREACHING,
             description=description,
+            evaluation_periods=self._thresholds.evaluation_periods,
+            datapoints_to_alarm=self._thresholds.datapoints_to_alarm,
         )
 
     def _add(
         self,
         alarm_id: str,
-        metric: cloudwatch.Metric,
+        metric: cloudwatch.IMetric,
         *,
         threshold: int,
         comparison: cloudwatch.ComparisonOperator,
         missing: cloudwatch.TreatMissingData,
         description: str,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int = 1,
     ) -> None:
-        self.alarms[alarm_id] = metric.create_alarm(
+        self.alarms[alarm_id] = cloudwatch.Alarm(
             self,
             alarm_id,
+            metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=datapoints_to_alarm,
             comparison_operator=comparison,
             treat_missing_data=missing,
             alarm_description=description,

@@ -39,6 +39,8 @@ class WeftApi(Construct):
         removal_policy: RemovalPolicy,
         cloudwatch_role: bool,
         web_acl_arn: str | None,
+        throttle_rate: float,
+        throttle_burst: int,
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_logs = logs.LogGroup(
@@ -72,6 +74,8 @@ class WeftApi(Construct):
                 logging_level=apigw.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,
                 metrics_enabled=True,
+                throttling_rate_limit=throttle_rate,
+                throttling_burst_limit=throttle_burst,
             ),
         )
         self.rest_api.node.try_remove_child("Endpoint")  # the construct's ApiUrl replaces it

@@ -1,8 +1,9 @@
 """``WeftServerless``: the whole engine topology on one DynamoDB table.
 
-Table, API function behind an IAM-authenticated REST API, maintenance function on an
-EventBridge schedule, a dead-letter queue for failed asynchronous invocations, alarms and
-outputs. Decisions are recorded in ``docs/decisions/0007-cdk-construct.md``.
+Table, API function behind an IAM-authenticated REST API (or HTTP API), maintenance function
+on an EventBridge schedule, a dead-letter queue for its failed deliveries, alarms that notify
+an SNS topic, and outputs. Decisions are recorded in ``docs/decisions/0007-cdk-construct.md``
+and ``docs/decisions/0017-deploy-defaults.md``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -19,6 +22,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -26,9 +30,11 @@ from weft_serverless_infra import _nag, names
 from weft_serverless_infra.alarms import AlarmThresholds, WeftAlarms
 from weft_serverless_infra.api import WeftApi
 from weft_serverless_infra.functions import WeftFunction
+from weft_serverless_infra.http_api import WeftHttpApi
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _API_GATEWAY_TIMEOUT = Duration.seconds(29)
+API_KINDS = ("rest", "http")
 
 
 class WeftServerless(Construct):
@@ -49,23 +55,35 @@ class WeftServerless(Construct):
         log_retention: Retention of the function and access log groups.
         removal_policy: Applies to the table, queue and log groups.
         deletion_protection: DynamoDB deletion protection on the table.
-        alarm_thresholds: Counts at which each alarm fires.
-        alarm_topic: If given, every alarm notifies it.
+        alarm_thresholds: Counts at which each alarm fires, and over how many periods.
+        alarm_topic: Every alarm notifies it; by default the construct creates one (output
+            ``AlarmTopicArn``), which notifies nobody until somebody subscribes.
+        alarm_email: If given, this address is subscribed to the alarm topic (AWS sends a
+            confirmation mail first).
         offload_bucket: If given, large values may be offloaded there (``WEFT_OFFLOAD_BUCKET``).
         offload_prefix: Object key prefix the functions may read and write in that bucket;
             must match the storage adapter's ``offload_prefix``.
-        web_acl_arn: If given, the WAFv2 web ACL is associated with the API stage.
-        api_cloudwatch_role: Create API Gateway's account-wide CloudWatch role; pass False
-            when the account already has one.
+        web_acl_arn: If given, the WAFv2 web ACL is associated with the API stage (REST only).
+        api: ``"rest"`` (REST API, payload 1.0) or ``"http"`` (HTTP API, payload 2.0, about
+            a third of the price per request, no request validator and no WAF).
+        api_throttle_rate: Steady requests per second the API stage accepts (then 429).
+        api_throttle_burst: Requests the stage accepts in a burst above the rate.
+        api_cloudwatch_role: Also set API Gateway's account-wide CloudWatch role (REST only).
+            Off by default: it is one setting per account and region, shared by every REST
+            API there; a REST API logs only once the account has one.
 
     Attributes:
         table: The engine's DynamoDB table.
         api_handler: API function with its role and log group.
         maintenance_handler: Maintenance function with its role and log group.
-        dead_letter_queue: Receives failed asynchronous invocations and schedule deliveries.
+        dead_letter_queue: Receives failed maintenance invocations and schedule deliveries.
         schedule: EventBridge rule that runs maintenance.
-        rest_api: The REST API; ``grant_invoke`` lets a principal call it.
+        rest_api: The REST API (None with ``api="http"``); ``grant_invoke`` lets a principal
+            call the API.
+        http_api: The HTTP API (None with ``api="rest"``).
+        api_url: Base URL of the API (ends in ``/``).
         access_logs: Log group of the API's access log.
+        alarm_topic: The SNS topic every alarm notifies.
         alarms: CloudWatch alarms by id.
     """
 
@@ -93,13 +111,18 @@ class WeftServerless(Construct):
         offload_bucket: s3.IBucket | None = None,
         offload_prefix: str = names.OFFLOAD_PREFIX,
         web_acl_arn: str | None = None,
-        api_cloudwatch_role: bool = True,
+        api: str = "rest",
+        api_throttle_rate: float = 100.0,
+        api_throttle_burst: int = 200,
+        api_cloudwatch_role: bool = False,
+        alarm_email: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         rate = maintenance_rate or Duration.minutes(1)
         maintenance_timeout = maintenance_timeout or Duration.seconds(55)
         api_timeout = api_timeout or _API_GATEWAY_TIMEOUT
         _check_settings(workflows_module, code_path, rate, maintenance_timeout, api_timeout)
+        _check_api(api, web_acl_arn, api_cloudwatch_role, api_throttle_rate, api_throttle_burst)
 
         self.table = dynamodb.TableV2(
             self,
@@ -143,7 +166,9 @@ class WeftServerless(Construct):
             environment=environment,
             memory_mb=api_memory_mb,
             timeout=api_timeout,
-            dead_letter_queue=self.dead_letter_queue,
+            # API Gateway invokes it synchronously: a dead-letter queue would never receive
+            # anything, and failures reach the caller as a 5XX instead.
+            dead_letter_queue=None,
             log_retention=log_retention,
             removal_policy=removal_policy,
         )
@@ -182,18 +207,44 @@ class WeftServerless(Construct):
                 )
             ],
         )
-        api = WeftApi(
-            self,
-            "Http",
-            handler=api_fn.function,
-            stage_name=stage_name,
-            log_retention=log_retention,
-            removal_policy=removal_policy,
-            cloudwatch_role=api_cloudwatch_role,
-            web_acl_arn=web_acl_arn,
-        )
-        self.rest_api = api.rest_api
-        self.access_logs = api.access_logs
+        self.rest_api: apigw.RestApi | None = None
+        self.http_api: apigwv2.HttpApi | None = None
+        if api == "rest":
+            rest = WeftApi(
+                self,
+                "Http",
+                handler=api_fn.function,
+                stage_name=stage_name,
+                log_retention=log_retention,
+                removal_policy=removal_policy,
+                cloudwatch_role=api_cloudwatch_role,
+                web_acl_arn=web_acl_arn,
+                throttle_rate=api_throttle_rate,
+                throttle_burst=api_throttle_burst,
+            )
+            self.rest_api, self.access_logs = rest.rest_api, rest.access_logs
+            self.api_url = self.rest_api.url
+            server_errors = self.rest_api.metric_server_error()
+        else:
+            http = WeftHttpApi(
+                self,
+                "HttpApi",
+                handler=api_fn.function,
+                stage_name=stage_name,
+                log_retention=log_retention,
+                removal_policy=removal_policy,
+                throttle_rate=api_throttle_rate,
+                throttle_burst=api_throttle_burst,
+            )
+            self.http_api, self.access_logs = http.http_api, http.access_logs
+            self._http_stage = http.stage
+            self.api_url = http.stage.url + "/"  # as the REST API's: routes append to it
+            server_errors = self.http_api.metric_server_error(
+                dimensions_map={"ApiId": self.http_api.api_id, "Stage": stage_name}
+            )
+        self.alarm_topic = alarm_topic or self._alarm_topic()
+        if alarm_email is not None:
+            self.alarm_topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self.alarms = WeftAlarms(
             self,
             "Alarms",
@@ -201,11 +252,19 @@ class WeftServerless(Construct):
             api_function=api_fn.function,
             maintenance_function=maintenance_fn.function,
             maintenance_rate=rate,
-            rest_api=self.rest_api,
+            api_server_errors=server_errors,
             dead_letter_queue=self.dead_letter_queue,
-            topic=alarm_topic,
+            topic=self.alarm_topic,
+            metrics_namespace=metrics_namespace,
+            service_name=service_name,
         ).alarms
-        CfnOutput(self, "ApiUrl", value=self.rest_api.url, description="Base URL of the API")
+        CfnOutput(self, "ApiUrl", value=self.api_url, description="Base URL of the API")
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.alarm_topic.topic_arn,
+            description="Every alarm notifies this topic: subscribe to it to hear of them",
+        )
         CfnOutput(self, "TableName", value=self.table.table_name, description="Engine table")
         CfnOutput(
             self,
@@ -214,14 +273,31 @@ class WeftServerless(Construct):
             description="Failed asynchronous invocations, for inspection and redrive",
         )
 
+    def _alarm_topic(self) -> sns.Topic:
+        """A topic for the alarms, so that an alarm always has somewhere to go.
+
+        Unencrypted on purpose: CloudWatch alarms cannot publish to a topic encrypted with
+        the AWS-managed aws/sns key, and notifications carry no workflow data. Pass
+        ``alarm_topic`` to use a topic with a customer-managed key.
+        """
+        return sns.Topic(
+            self, "AlarmTopic", display_name="weft-serverless alarms", enforce_ssl=True
+        )
+
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` call every route of the deployed stage (``execute-api:Invoke``).
 
         The ARN ends in ``/*/*`` (any method, any path), so when ``grantee`` is a construct
         the matching cdk-nag finding is acknowledged on it.
         """
-        stage = self.rest_api.deployment_stage.stage_name
-        resource = self.rest_api.arn_for_execute_api(method="*", path="/*", stage=stage)
+        if self.rest_api is not None:
+            stage = self.rest_api.deployment_stage.stage_name
+            resource = self.rest_api.arn_for_execute_api(method="*", path="/*", stage=stage)
+        else:
+            assert self.http_api is not None
+            resource = self.http_api.arn_for_execute_api(
+                method="*", path="/*", stage=self._http_stage.stage_name
+            )
         grant = iam.Grant.add_to_principal(
             grantee=grantee, actions=["execute-api:Invoke"], resource_arns=[resource]
         )
@@ -238,6 +314,25 @@ class WeftServerless(Construct):
 def _event_age(rate: Duration) -> Duration:
     """A tick older than one period is superseded by the next; Lambda's range is 1 min-6 h."""
     return Duration.seconds(min(max(int(rate.to_seconds()), 60), 6 * 3600))
+
+
+def _check_api(
+    api: str, web_acl_arn: str | None, cloudwatch_role: bool, rate: float, burst: int
+) -> None:
+    """Fail at synth on an API choice that cannot be deployed as asked."""
+    problems = []
+    if api not in API_KINDS:
+        problems.append(f"api must be 'rest' or 'http', got {api!r}")
+    elif api == "http" and web_acl_arn is not None:
+        problems.append("web_acl_arn needs api='rest': WAF cannot be attached to an HTTP API")
+    elif api == "http" and cloudwatch_role:
+        problems.append(
+            "api_cloudwatch_role applies to REST APIs only; an HTTP API logs without it"
+        )
+    if not rate > 0 or burst < 1:
+        problems.append("api_throttle_rate must be > 0 and api_throttle_burst at least 1")
+    if problems:
+        raise ValueError("WeftServerless: " + "; ".join(problems))
 
 
 def _check_settings(

@@ -62,7 +62,7 @@ class WeftFunction(Construct):
         environment: Mapping[str, str],
         memory_mb: int,
         timeout: Duration,
-        dead_letter_queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue | None,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
         reserved_concurrency: int | None = None,

@@ -49,12 +49,20 @@ def rest_event(
     headers: dict[str, str] | None = None,
     raw_body: str | None = None,
     base64: bool = False,
+    shape: str = "rest",
 ) -> dict[str, Any]:
-    """An API Gateway REST proxy event, built by the same code ``weft dev`` uses."""
+    """An API event, built by the same code ``weft dev`` uses: a REST proxy event (1.0), or
+    with ``shape`` "http" or "function-url" the payload 2.0 event of those front doors."""
     text = raw_body if raw_body is not None else None if body is None else json.dumps(body)
     sent = {"Content-Type": "application/json", **(headers or {})}
     target = path + ("?" + urlencode(query) if query else "")
-    event = lambda_events.rest_event(method, target, sent.items(), (text or "").encode())
+    encoded = (text or "").encode()
+    if shape == "rest":
+        event = lambda_events.rest_event(method, target, sent.items(), encoded)
+    else:
+        event = lambda_events.http_event(
+            method, target, sent.items(), encoded, function_url=shape == "function-url"
+        )
     event["requestContext"]["requestId"] = f"req-{uuid.uuid4().hex[:8]}"
     if text is None:
         event["body"] = None
@@ -90,10 +98,17 @@ def reply_of(response: dict[str, Any]) -> Reply:
 class Api:
     """Calls an API handler the way API Gateway would, with a fresh context per request."""
 
-    def __init__(self, handler: Handler, monotonic: FakeMonotonic, timeout: float = 29.0) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        monotonic: FakeMonotonic,
+        timeout: float = 29.0,
+        shape: str = "rest",
+    ) -> None:
         self.handler = handler
         self.monotonic = monotonic
         self.timeout = timeout
+        self.shape = shape
 
     def context(self, timeout: float | None = None) -> LocalContext:
         return LocalContext(timeout if timeout is not None else self.timeout, self.monotonic)
@@ -101,7 +116,7 @@ class Api:
     def __call__(
         self, method: str, path: str, body: Any = None, *, timeout: float | None = None, **kw: Any
     ) -> Reply:
-        event = rest_event(method, path, body, **kw)
+        event = rest_event(method, path, body, shape=self.shape, **kw)
         return reply_of(self.handler(event, self.context(timeout)))
 
 

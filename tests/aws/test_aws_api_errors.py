@@ -82,6 +82,7 @@ BAD, MISSING, OVER, TOO_BIG = (
     "PayloadTooLargeError",
 )
 BIG = "x" * 300_000  # over the engine's 256 KiB payload limit, under the 1 MiB body cap
+DEEP = "[" * 5000 + "]" * 5000
 running = _start("approval", "wf")
 done = _start("greeter", "wf")
 
@@ -100,6 +101,13 @@ CASES = [
         "body",
     ),
     Case("not an object", post("/workflows", [1, 2]), 400, BAD, "body"),
+    Case(
+        "nested 5,000 deep",
+        post("/workflows", raw_body='{"workflow_type": "greeter", "input": ' + DEEP + "}"),
+        400,
+        BAD,
+        "body",
+    ),
     Case("bad base64", post("/workflows", raw_body="%%%", base64=True), 400, BAD, "body"),
     Case(
         "unknown type",

@@ -117,3 +117,71 @@ def test_a_later_invocation_that_is_also_short_parks_again(
     clock.advance(1)
     maintenance(scheduled_event(), api.context(timeout=55))
     assert api("GET", "/workflows/tight").body["status"] == "completed"
+
+
+def _other_container(client: Any, dynamodb_table: str, clock: VirtualClock) -> Any:
+    from weft_serverless.aws import build_engine
+
+    return build_engine(
+        storage=DynamoDBStorage(dynamodb_table, client=client),
+        workflows=aws_flows.workflows,
+        clock=clock,
+        engine_id="maintenance-container",
+    )
+
+
+def test_a_waiting_start_lets_another_container_fire_its_timer(
+    api: Api, client: Any, dynamodb_table: str, clock: VirtualClock, monotonic: FakeMonotonic
+) -> None:
+    """The API container parks the run and waits; the maintenance container fires the timer
+    during the wait and finishes the run, which the wait then reports."""
+    maintenance = _other_container(client, dynamodb_table, clock)
+    fired: list[int] = []
+
+    def meanwhile(seconds: float) -> None:
+        if len(monotonic.sleeps) == 2:
+            clock.advance(5)
+            fired.append(maintenance.run_maintenance().timers_fired)
+
+    monotonic.on_sleep = meanwhile
+    body = {"workflow_type": "napper", "input": 5, "id": "w", "wait_seconds": 10}
+    reply = api("POST", "/workflows", body)
+    assert fired == [1]
+    assert (reply.status, reply.body["status"], reply.body["result"]) == (
+        201,
+        "completed",
+        "rested",
+    )
+    maintenance.close()
+
+
+def test_a_container_that_dies_while_waiting_leaves_nothing_held(
+    client: Any, dynamodb_table: str, clock: VirtualClock, monotonic: FakeMonotonic
+) -> None:
+    """The claim was released before the wait: a crash during it strands nothing, and the
+    maintenance container finishes the run at once, with no claim expiry to sit out."""
+    get_engine(
+        storage=DynamoDBStorage(dynamodb_table, client=client),
+        workflows=aws_flows.workflows,
+        clock=clock,
+    )
+    api = Api(make_api_handler(sleep=monotonic.sleep, monotonic=monotonic), monotonic)
+
+    def die(seconds: float) -> None:
+        raise SimulatedCrash("the container froze for good during the wait")
+
+    monotonic.on_sleep = die
+    with pytest.raises(SimulatedCrash):
+        api(
+            "POST",
+            "/workflows",
+            {"workflow_type": "napper", "input": 5, "id": "w", "wait_seconds": 10},
+        )
+    reset_engine()
+
+    maintenance = _other_container(client, dynamodb_table, clock)
+    assert maintenance.describe("w").owner is None  # no claim left behind
+    clock.advance(5)  # the nap is over; no claim TTL has passed
+    assert maintenance.run_maintenance().timers_fired == 1
+    assert maintenance.describe("w").status == "completed"
+    maintenance.close()

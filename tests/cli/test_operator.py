@@ -234,7 +234,7 @@ def test_cancel(capsys: pytest.CaptureFixture[str], db: Path) -> None:
     [
         (["show", "nope"], 1, "WorkflowNotFoundError"),
         (["signal", "exp-7", "approve", "--payload", "{oops"], 2, "--payload is not JSON"),
-        (["list", "--status", "sleeping"], 1, "InvalidArgumentError"),
+        (["list", "--status", "sleeping"], 2, "InvalidArgumentError"),  # a bad option: usage
     ],
 )
 def test_errors_go_to_stderr_with_a_status(
@@ -342,3 +342,38 @@ def test_dynamodb_signal_and_list_over_moto_server(
         engine.run_maintenance()
     _, out, _ = weft(capsys, "result", "exp-7", *target, "--json")
     assert json.loads(out)["result"]["decided_by"] == "grace"
+
+
+# -- exit status and pipes ----------------------------------------------------------------------
+
+
+def test_an_option_the_engine_refuses_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    for option in (["--limit", "0"], ["--status", "bogus"]):
+        status, out, err = weft(capsys, "list", "--db", str(db), *option)
+        assert (status, out) == (2, ""), option
+        assert err.startswith("weft: InvalidArgumentError: "), err
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly(tmp_path: Path) -> None:
+    """``weft list --json | head -c 400``: no traceback, the SIGPIPE status."""
+    path = tmp_path / "many.db"
+    with Engine.create(SQLiteStorage(path), workflows, background_tasks="manual") as engine:
+        for n in range(400):  # ~100 KB of JSON: more than a pipe buffers
+            engine.start(
+                "approval", approval.SAMPLE_INPUT, id=f"{n:04d}-" + "x" * 200, start_after="1h"
+            )
+    command = [sys.executable, "-m", "weft_serverless.cli", "list", "--json", "--limit", "1000"]
+    reader = subprocess.Popen(
+        [*command, "--db", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    head = reader.stdout.read(400)
+    reader.stdout.close()
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 141, err
+    assert head.startswith(b"{") and err == ""

@@ -3,6 +3,8 @@
 The first synthesis in a process starts jsii's node runtime and takes seconds; later ones
 take a fraction of that, so all stacks live in two apps built here once: one as shipped,
 one with every cdk-nag acknowledgement switched off (to prove each one is still needed).
+Each app holds three stacks: ``infra/app.py`` as shipped, one with every knob turned, and
+one with the HTTP API.
 If the CDK packages are missing, every test using these fixtures fails with the fix.
 """
 
@@ -28,6 +30,8 @@ if str(INFRA) not in sys.path:
 
 DEFAULT_STACK = "weft-test"
 CUSTOM_STACK = "weft-custom"
+HTTP_STACK = "weft-http"
+ALARM_EMAIL = "ops@example.com"
 OFFLOAD_BUCKET = "weft-offload-test"  # test_stack.py spells these three again
 ALARM_TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:weft-alarms"
 WEB_ACL_ARN = "arn:aws:wafv2:us-east-1:123456789012:regional/webacl/weft/0123"
@@ -65,6 +69,10 @@ class Synth:
 class Synthesis:
     default: Synth
     custom: Synth
+    http: Synth
+
+    def all(self) -> list[Synth]:
+        return [self.default, self.custom, self.http]
 
 
 def load_infra_module(name: str) -> Any:
@@ -121,7 +129,7 @@ def asset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _build(cdk: Any, outdir: Path, asset_dir: Path) -> tuple[Any, Synth, Synth]:
+def _build(cdk: Any, outdir: Path, asset_dir: Path) -> tuple[Any, Synth, Synth, Synth]:
     from aws_cdk import aws_iam as iam
     from aws_cdk import aws_logs as logs
     from aws_cdk import aws_s3 as s3
@@ -162,19 +170,38 @@ def _build(cdk: Any, outdir: Path, asset_dir: Path) -> tuple[Any, Synth, Synth]:
             throttles=7,
             maintenance_errors=2,
             dlq_messages=3,
+            evaluation_periods=4,
+            datapoints_to_alarm=3,
+            workflows_failed=8,
+            lost_commits=9,
+            timer_lateness_seconds=900,
         ),
         alarm_topic=sns.Topic.from_topic_arn(custom_stack, "Topic", ALARM_TOPIC_ARN),
         offload_bucket=s3.Bucket.from_bucket_name(custom_stack, "Bucket", OFFLOAD_BUCKET),
         web_acl_arn=WEB_ACL_ARN,
-        api_cloudwatch_role=False,
+        api_throttle_rate=20,
+        api_throttle_burst=40,
+        api_cloudwatch_role=True,
     )
     caller = iam.Role(custom_stack, "Caller", assumed_by=iam.AccountRootPrincipal())
     custom.grant_invoke(caller)
+    http_stack = cdk.Stack(app, HTTP_STACK)
+    http = WeftServerless(
+        http_stack,
+        "Weft",
+        workflows_module="examples.order",
+        code_path=str(asset_dir),
+        api="http",
+        alarm_email=ALARM_EMAIL,
+    )
+    http_caller = iam.Role(http_stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    http.grant_invoke(http_caller)
 
     default_weft = default_stack.node.find_child("Weft")
     shells = (
         Synth(default_stack, default_weft, None, {}, []),
         Synth(custom_stack, custom, None, {}, [], {"caller": caller}),
+        Synth(http_stack, http, None, {}, [], {"caller": http_caller}),
     )
     return app, *shells
 
@@ -221,12 +248,13 @@ def synthesis(asset_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Synt
     """Both stacks as shipped; synthesis raises if cdk-nag reports any unacknowledged error."""
     cdk = _cdk()
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app, default, custom = _build(cdk, outdir, asset_dir)
-    _synthesize(cdk, app, outdir, default, custom)
+    app, default, custom, http = _build(cdk, outdir, asset_dir)
+    _synthesize(cdk, app, outdir, default, custom, http)
     if default.template is None:
-        rules = sorted({rule for rule, _, _ in default.findings + custom.findings})
+        found = default.findings + custom.findings + http.findings
+        rules = sorted({(rule, path) for rule, _, path in found})
         pytest.fail(f"cdk-nag findings not acknowledged: {rules}", pytrace=False)
-    return Synthesis(default, custom)
+    return Synthesis(default, custom, http)
 
 
 @pytest.fixture(scope="session")
@@ -240,6 +268,6 @@ def unacknowledged(
     outdir = tmp_path_factory.mktemp("cdk.out.unacknowledged")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_nag, "acknowledge", lambda *args, **kwargs: None)
-        app, default, custom = _build(cdk, outdir, asset_dir)
-        _synthesize(cdk, app, outdir, default, custom)
-    yield Synthesis(default, custom)
+        app, default, custom, http = _build(cdk, outdir, asset_dir)
+        _synthesize(cdk, app, outdir, default, custom, http)
+    yield Synthesis(default, custom, http)

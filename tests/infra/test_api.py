@@ -1,4 +1,5 @@
-"""The REST API: IAM auth, request validation and logging on every method; the outputs."""
+"""The REST API: IAM auth, request validation, logging and throttling on every method; the
+HTTP API alternative with the same routes; the outputs."""
 
 from __future__ import annotations
 
@@ -108,8 +109,13 @@ def test_api_gateway_may_invoke_only_its_routes(synthesis: Synthesis, variant: s
     assert suffixes == ["/*/activities/*", "/*/workflows", "/*/workflows/*"]
 
 
-@pytest.mark.parametrize(("variant", "stage_name"), [("default", "v1"), ("custom", "prod")])
-def test_stage_logs_access_and_errors(synthesis: Synthesis, variant: str, stage_name: str) -> None:
+@pytest.mark.parametrize(
+    ("variant", "stage_name", "rate", "burst"),
+    [("default", "v1", 100, 200), ("custom", "prod", 20, 40)],
+)
+def test_stage_logs_access_and_errors_and_throttles(
+    synthesis: Synthesis, variant: str, stage_name: str, rate: int, burst: int
+) -> None:
     synth: Synth = getattr(synthesis, variant)
     stage = synth.props(synth.weft.rest_api.deployment_stage)
     access = stage["AccessLogSetting"]
@@ -122,6 +128,8 @@ def test_stage_logs_access_and_errors(synthesis: Synthesis, variant: str, stage_
             "LoggingLevel": "ERROR",
             "MetricsEnabled": True,
             "ResourcePath": "/*",
+            "ThrottlingBurstLimit": burst,
+            "ThrottlingRateLimit": rate,
         }
     ]
     assert stage["StageName"] == stage_name
@@ -183,7 +191,106 @@ def test_outputs(synthesis: Synthesis) -> None:
         },
         "TableName": ref(synth.id(weft.table)),
         "DeadLetterQueueUrl": ref(synth.id(weft.dead_letter_queue)),
+        "AlarmTopicArn": ref(synth.id(weft.alarm_topic)),
     }
     assert {synth.id(weft.node.find_child(name)): value for name, value in expected.items()} == {
         output_id: output["Value"] for output_id, output in outputs.items()
     }
+
+
+# -- the HTTP API ------------------------------------------------------------------------------
+
+
+def test_http_api_routes_require_iam_and_reach_the_api_function(synthesis: Synthesis) -> None:
+    synth = synthesis.http
+    assert synth.weft.rest_api is None
+    synth.template.resource_count_is("AWS::ApiGateway::RestApi", 0)
+    api = ref(synth.id(synth.weft.http_api))
+    routes = synth.of_type("AWS::ApiGatewayV2::Route").values()
+    assert sorted(r["Properties"]["RouteKey"] for r in routes) == [
+        "ANY /activities/{proxy+}",
+        "ANY /workflows",
+        "ANY /workflows/{proxy+}",
+    ]
+    for route in routes:
+        assert route["Properties"]["AuthorizationType"] == "AWS_IAM"
+        assert route["Properties"]["ApiId"] == api
+    synth.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Integration",
+        Match.object_equals(
+            {
+                "ApiId": api,
+                "IntegrationType": "AWS_PROXY",
+                "IntegrationUri": arn(synth.id(synth.weft.api_handler.function)),
+                "PayloadFormatVersion": "2.0",
+            }
+        ),
+    )
+    synth.template.resource_count_is("AWS::ApiGatewayV2::Integration", 1)
+
+
+def test_http_api_stage_logs_and_throttles_without_an_account_role(synthesis: Synthesis) -> None:
+    synth = synthesis.http
+    stages = list(synth.of_type("AWS::ApiGatewayV2::Stage").values())
+    assert len(stages) == 1
+    stage = stages[0]["Properties"]
+    assert stage["StageName"] == "v1" and stage["AutoDeploy"] is True
+    assert stage["DefaultRouteSettings"] == {
+        "ThrottlingBurstLimit": 200,
+        "ThrottlingRateLimit": 100,
+    }
+    access = stage["AccessLogSettings"]
+    assert access["DestinationArn"] == arn(synth.id(synth.weft.access_logs))
+    fields = set(json.loads(access["Format"]))
+    assert ACCESS_LOG_FIELDS - {"resourcePath"} <= fields and "routeKey" in fields
+    synth.template.resource_count_is("AWS::ApiGateway::Account", 0)
+    synth.template.resource_count_is("AWS::WAFv2::WebACLAssociation", 0)
+
+
+def test_http_api_outputs_and_grant_invoke(synthesis: Synthesis) -> None:
+    synth = synthesis.http
+    api = ref(synth.id(synth.weft.http_api))
+    url = {
+        "Fn::Join": [
+            "",
+            [
+                "https://",
+                api,
+                ".execute-api.",
+                ref("AWS::Region"),
+                ".",
+                ref("AWS::URLSuffix"),
+                "/v1/",
+            ],
+        ]
+    }
+    outputs = synth.template.find_outputs("*")
+    assert outputs[synth.id(synth.weft.node.find_child("ApiUrl"))]["Value"] == url
+    caller = synth.extras["caller"]
+    resource = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                ref("AWS::Partition"),
+                ":execute-api:",
+                ref("AWS::Region"),
+                ":",
+                ref("AWS::AccountId"),
+                ":",
+                api,
+                "/v1/*/*",
+            ],
+        ]
+    }
+    synth.template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [ref(synth.id(caller))],
+            "PolicyDocument": {
+                "Statement": [
+                    {"Action": "execute-api:Invoke", "Effect": "Allow", "Resource": resource}
+                ],
+            },
+        },
+    )

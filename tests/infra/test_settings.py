@@ -34,6 +34,10 @@ def test_runtime_is_the_newest_python_and_matches_the_asset_build(cdk: Any) -> N
         ({"code_path": "does-not-exist"}, "python infra/build_asset.py"),
         ({"maintenance_timeout": ("minutes", 1)}, "shorter than maintenance_rate"),
         ({"api_timeout": ("seconds", 30)}, "at most 29 s"),
+        ({"api": "websocket"}, "api must be 'rest' or 'http'"),
+        ({"api": "http", "web_acl_arn": "arn:aws:wafv2:x"}, "WAF cannot be attached"),
+        ({"api": "http", "api_cloudwatch_role": True}, "REST APIs only"),
+        ({"api_throttle_rate": 0}, "api_throttle_rate must be > 0"),
     ],
 )
 def test_construct_rejects_settings_that_would_deploy_a_broken_engine(
@@ -68,3 +72,20 @@ def test_app_rejects_an_unknown_removal_policy(
     app_module = infra_module("app")
     with pytest.raises(ValueError, match="removalPolicy"):
         app_module.build(cdk.App(context={"removalPolicy": "keep"}))
+
+
+def test_app_rejects_an_unknown_cloudwatch_role_setting(
+    cdk: Any, infra_module: Callable[[str], Any]
+) -> None:
+    app_module = infra_module("app")
+    with pytest.raises(ValueError, match="apiCloudWatchRole"):
+        app_module.build(cdk.App(context={"apiCloudWatchRole": "yes"}))
+
+
+def test_app_defaults_leave_the_account_alone_and_choose_the_rest_api(
+    infra_module: Callable[[str], Any],
+) -> None:
+    settings = infra_module("app").SETTINGS
+    assert settings["api"] == ("WEFT_API", "rest")
+    assert settings["apiCloudWatchRole"] == ("WEFT_API_CLOUDWATCH_ROLE", "false")
+    assert settings["alarmEmail"] == ("WEFT_ALARM_EMAIL", "")

@@ -126,7 +126,6 @@ def _function(
     expected: dict[str, Any] = {
         "Architectures": ["arm64"],
         "Code": {"S3Bucket": Match.any_value(), "S3Key": Match.string_like_regexp(r"\.zip$")},
-        "DeadLetterConfig": {"TargetArn": arn(synth.id(synth.weft.dead_letter_queue))},
         "Description": description,
         "Environment": {"Variables": environment},
         "Handler": path,
@@ -138,6 +137,9 @@ def _function(
     }
     if reserved is not None:
         expected["ReservedConcurrentExecutions"] = reserved
+    if handler is synth.weft.maintenance_handler:
+        # only asynchronous invocations reach a dead-letter queue; API Gateway's are synchronous
+        expected["DeadLetterConfig"] = {"TargetArn": arn(synth.id(synth.weft.dead_letter_queue))}
     synth.template.has_resource_properties("AWS::Lambda::Function", Match.object_equals(expected))
 
 
@@ -241,6 +243,8 @@ def _expected_statements(synth: Synth, handler: Any, *, offload: bool) -> list[d
         },
         {"Action": TABLE_ACTIONS, "Effect": "Allow", "Resource": arn(synth.id(synth.weft.table))},
     ]
+    if handler is synth.weft.api_handler:
+        del statements[1]  # no dead-letter queue, so no right to send to one
     if offload:
         statements.append(
             {
@@ -289,23 +293,27 @@ def test_no_grant_uses_a_bare_wildcard(synthesis: Synthesis) -> None:
                     assert resource != "*"
 
 
-def test_only_the_api_gateway_account_role_uses_a_managed_policy(synthesis: Synthesis) -> None:
-    default = synthesis.default
-    account_role = default.weft.rest_api.node.find_child("CloudWatchRole")
+def test_only_an_asked_for_api_gateway_account_role_uses_a_managed_policy(
+    synthesis: Synthesis,
+) -> None:
+    """The account-wide CloudWatch role is set only with ``api_cloudwatch_role=True``."""
+    custom = synthesis.custom
+    account_role = custom.weft.rest_api.node.find_child("CloudWatchRole")
     managed = {
         role_id: role["Properties"]["ManagedPolicyArns"]
-        for synth in both(synthesis)
+        for synth in synthesis.all()
         for role_id, role in synth.of_type("AWS::IAM::Role").items()
         if "ManagedPolicyArns" in role["Properties"]
     }
     partition = ref("AWS::Partition")
     policy = ":iam::aws:policy/service-role/AmazonAPIGatewayPushToCloudWatchLogs"
-    assert managed == {default.id(account_role): [{"Fn::Join": ["", ["arn:", partition, policy]]}]}
-    default.template.has_resource_properties(
+    assert managed == {custom.id(account_role): [{"Fn::Join": ["", ["arn:", partition, policy]]}]}
+    custom.template.has_resource_properties(
         "AWS::ApiGateway::Account",
-        Match.object_equals({"CloudWatchRoleArn": arn(default.id(account_role))}),
+        Match.object_equals({"CloudWatchRoleArn": arn(custom.id(account_role))}),
     )
-    synthesis.custom.template.resource_count_is("AWS::ApiGateway::Account", 0)
+    synthesis.default.template.resource_count_is("AWS::ApiGateway::Account", 0)
+    synthesis.http.template.resource_count_is("AWS::ApiGateway::Account", 0)
 
 
 def test_grant_invoke_allows_execute_api_on_the_stage(synthesis: Synthesis) -> None:

@@ -1,5 +1,9 @@
-"""The API Gateway (REST proxy) handler: the route table wired to the engine through
-powertools' ``APIGatewayRestResolver``.
+"""The API handler: the route table wired to the engine through powertools' resolvers.
+
+One handler serves every event shape that can front it: an API Gateway REST API (proxy
+payload 1.0), an API Gateway HTTP API (payload 2.0) and a Lambda function URL (also 2.0).
+The shape is read from each event, so the same function can sit behind any of them (and
+move from one to another) without a redeploy of code; see docs/decisions/0016.
 
 Requests are validated against the route table before the engine is called, so a rejected
 request writes nothing. Engine errors map to statuses in ``responses``; anything unexpected
@@ -30,7 +34,8 @@ from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
 from .validation import parse_body, parse_query
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+    from aws_lambda_powertools.event_handler import Response
+    from aws_lambda_powertools.event_handler.api_gateway import ApiGatewayResolver
 
 Event = dict[str, Any]
 LambdaHandler = Callable[[Event, LambdaContext], dict[str, Any]]
@@ -46,6 +51,7 @@ class _Current:
     engine: Engine
     invocation: Invocation
     event: Event
+    shape: str
 
 
 def make_api_handler(
@@ -69,8 +75,6 @@ def make_api_handler(
         sleep: Pause between polls while waiting for a result.
         monotonic: Clock for that wait.
     """
-    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-
     get_logger()  # powertools loads now, in Lambda's init phase, not in the first invocation
     reserve = (
         step_reserve
@@ -78,13 +82,15 @@ def make_api_handler(
         else seconds_from_env(STEP_RESERVE_ENV, DEFAULT_STEP_RESERVE)
     )
     current: contextvars.ContextVar[_Current] = contextvars.ContextVar("weft_api_current")
-    app = APIGatewayRestResolver()
-    for route in ROUTES:
-        view = _view(route, current, reserve, max_body_bytes, sleep, monotonic)
-        app.route(rule=route.resolver_rule, method=route.method)(view)
-    app.not_found(_not_found(app))
+    views = [
+        (route, _view(route, current, reserve, max_body_bytes, sleep, monotonic))
+        for route in ROUTES
+    ]
+    resolvers = {shape: _resolver(shape, views) for shape in SHAPES}
 
     def handler(event: Event, context: LambdaContext) -> dict[str, Any]:
+        shape = event_shape(event)
+        app = resolvers[shape]
         engine = engine_factory()
         started = monotonic()
         with lambda_invocation(
@@ -94,7 +100,7 @@ def make_api_handler(
             step_reserve=reserve,
             correlation_id=_correlation_id(event, context),
         ) as invocation:
-            token = current.set(_Current(engine, invocation, event))
+            token = current.set(_Current(engine, invocation, event, shape))
             try:
                 response = app.resolve(event, cast(Any, context))
             finally:
@@ -103,8 +109,8 @@ def make_api_handler(
             invocation.logger.info(
                 "request",
                 extra={
-                    "http_method": event.get("httpMethod"),
-                    "path": event.get("path"),
+                    "http_method": _method_of(event),
+                    "path": _path_of(event),
                     "status": response.get("statusCode"),
                     "duration_ms": round((monotonic() - started) * 1000, 1),
                 },
@@ -112,6 +118,53 @@ def make_api_handler(
         return response
 
     return handler
+
+
+REST, HTTP, FUNCTION_URL = "rest", "http", "function-url"
+SHAPES = (REST, HTTP, FUNCTION_URL)
+
+
+def event_shape(event: Event) -> str:
+    """Which front door sent ``event``: a REST API (1.0), an HTTP API or a function URL (2.0).
+
+    Payload 2.0 carries ``version: "2.0"`` and ``requestContext.http``; a function URL's
+    domain is ``<id>.lambda-url.<region>.on.aws``. Anything else is read as a REST event,
+    as before, so existing callers keep working.
+    """
+    context = event.get("requestContext") or {}
+    if event.get("version") != "2.0" or not isinstance(context.get("http"), Mapping):
+        return REST
+    return FUNCTION_URL if ".lambda-url." in str(context.get("domainName", "")) else HTTP
+
+
+def _method_of(event: Event) -> Any:
+    http = (event.get("requestContext") or {}).get("http")
+    return http.get("method") if isinstance(http, Mapping) else event.get("httpMethod")
+
+
+def _path_of(event: Event) -> Any:
+    return event.get("rawPath") if "rawPath" in event else event.get("path")
+
+
+def _resolver(
+    shape: str, views: list[tuple[Route, Callable[..., Response[str]]]]
+) -> ApiGatewayResolver:
+    from aws_lambda_powertools.event_handler import (
+        APIGatewayHttpResolver,
+        APIGatewayRestResolver,
+        LambdaFunctionUrlResolver,
+    )
+
+    kinds: dict[str, type[ApiGatewayResolver]] = {
+        REST: APIGatewayRestResolver,
+        HTTP: APIGatewayHttpResolver,
+        FUNCTION_URL: LambdaFunctionUrlResolver,
+    }
+    app = kinds[shape]()
+    for route, view in views:
+        app.route(rule=route.resolver_rule, method=route.method)(view)
+    app.not_found(_not_found(app))
+    return app
 
 
 def _view(
@@ -127,7 +180,8 @@ def _view(
     def view(**path: str) -> Response[str]:
         state = current.get()
         try:
-            params = {name: _path_param(name, value) for name, value in path.items()}
+            encoded = state.shape != HTTP
+            params = {name: _path_param(name, value, encoded) for name, value in path.items()}
             if "workflow_id" in params:
                 state.invocation.bind(workflow_id=params["workflow_id"])
             request = Request(
@@ -161,7 +215,7 @@ def _view(
     return view
 
 
-def _not_found(app: APIGatewayRestResolver) -> Callable[[Exception], Response[str]]:
+def _not_found(app: ApiGatewayResolver) -> Callable[[Exception], Response[str]]:
     """404 for an unknown path; 405 (with ``Allow``) for a known path and another method."""
 
     def not_found(_: Exception) -> Response[str]:
@@ -182,9 +236,11 @@ def _template_matches(template: str, path: str) -> bool:
     )
 
 
-def _path_param(name: str, raw: str) -> str:
-    """REST APIs pass the path still percent-encoded; decode each parameter once."""
-    value = urllib.parse.unquote(raw)
+def _path_param(name: str, raw: str, encoded: bool = True) -> str:
+    """REST APIs and function URLs pass the path still percent-encoded: decode each parameter
+    once. An HTTP API has decoded ``rawPath`` already; decoding again would turn a literal
+    ``%41`` in an id into ``A``."""
+    value = urllib.parse.unquote(raw) if encoded else raw
     if not value or not value.isprintable():
         raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
     if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_LENGTH:

@@ -68,6 +68,11 @@ def wait_for(request: Request, workflow_id: str, wait_seconds: float) -> Workflo
     """
     allowed = min(wait_seconds, request.invocation.time_left() - request.reserve)
     started = request.monotonic()
+    if allowed > 0:
+        # A parked run's claim would otherwise be held (and renewed) until this invocation
+        # ends, so the container that fires its timer would find it busy and skip it: the
+        # wait could only ever see what was done before it began.
+        request.engine.runtime.fence.release_parked()
     while True:
         description = request.engine.describe(workflow_id)
         remaining = allowed - (request.monotonic() - started)

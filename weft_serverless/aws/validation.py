@@ -48,6 +48,12 @@ def parse_body(
             data = json.loads(text, parse_constant=_reject_constant)
         except ValueError as exc:
             raise bad_request("body", f"is not valid JSON ({exc})") from None
+        except RecursionError:
+            # The JSON parser recurses once per nesting level; a body deeper than the
+            # interpreter's stack is the caller's mistake (or an attack), not a server fault.
+            raise bad_request(
+                "body", "nests arrays or objects too deeply to parse; flatten the input"
+            ) from None
     if not isinstance(data, dict):
         raise bad_request("body", f"must be a JSON object, not {_json_type(data)}")
     return _check_fields(data, fields, "body")
