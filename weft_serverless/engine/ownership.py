@@ -129,6 +129,10 @@ class Ownership:
     def forget_start(self, workflow_id: str) -> None:
         """The start batch carrying ``start_fragment`` was refused."""
 
+    def claim_landed(self, workflow_id: str) -> None:
+        """The batch carrying ``start_fragment`` or ``resume_fragment`` committed: from now on
+        a stored holder exists for renewal to extend (a heartbeat may run meanwhile)."""
+
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
         yield Fragment()
