@@ -10,7 +10,8 @@ The invariant under test: a renewal acts only on a claim whose acquiring batch h
 and that is still registered, and the holder bytes the engine remembers are read, compared
 and rewritten atomically with the stored ones. Broken, each race cost a held claim
 (``WorkflowClaimLost``) or a wake, leaving the run ``running`` with nothing driving it until
-its claim expired.
+its claim expired. The store-wide ``lease`` mode had the same race between the heartbeat and
+a maintenance pass renewing its one holder.
 """
 
 from __future__ import annotations
@@ -321,3 +322,34 @@ def test_a_refused_renewal_of_a_replaced_claim_leaves_the_new_claim_alone(
     assert counter(e1, "claim_attempts.deposed") == 0
     e1.signal("w", "go", 5)
     assert e1.get_handle("w").result() == 7
+
+
+def test_a_heartbeat_renewing_the_store_lease_during_a_maintenance_renewal_keeps_the_lease(
+    storage_factory: Opener,
+) -> None:
+    """Under ``lease`` a maintenance pass renews the store-wide lease on the caller's thread
+    while the heartbeat may renew it on its own. Both compared against the same remembered
+    holder, so the second write was refused and the engine stopped itself, lease "lost" to
+    itself. Renewals of one engine are now serialised."""
+    clock, calls = VirtualClock(), Calls()
+    store = HookedStorage(storage_factory())
+    e1 = make_engine(lambda: store, two_steps(calls), "e1", clock, ownership="lease")
+    heartbeat = Heartbeat(e1)
+    e1.runtime.fence._lock = ProbeLock(heartbeat.settled)  # type: ignore[attr-defined]
+    holder = keys.meta_key(keys.LEASE_HOLDER)
+    original = store._conditional_batch
+
+    def beat_during_the_renewal(conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        if heartbeat._thread is None and [op.key for op in ops] == [holder]:
+            heartbeat.beat()  # blocks on the lease's lock, held by this renewal
+        return original(conditions, ops)
+
+    store._conditional_batch = beat_during_the_renewal  # type: ignore[method-assign]
+    clock.advance(5.0)  # the lease renewal is due
+    report = e1.run_maintenance()
+    heartbeat.join()
+    assert report.parts["lease_renewed"] == 1
+    assert counter(e1, "lease.renewal_failures") == 0
+    assert not e1.runtime.fence.lost  # type: ignore[attr-defined]
+    e1.start("flow", 1, id="w")
+    assert calls.count("a") == 1
