@@ -19,83 +19,46 @@ that the threads happened not to interleave inside moto.
 
 from __future__ import annotations
 
-import copy
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from weft_serverless import testing_moto
 from weft_serverless.storage.base import Storage
 from weft_serverless.storage.dynamodb import DynamoDBStorage, create_table
 
 REGION = "us-east-1"
 Opener = Callable[[], Storage]
 
-# One lock for both modes: the in-process mock and the server share moto's backends.
-MOTO_LOCK = threading.RLock()
+# One lock for both modes: the in-process mock and the server share moto's backends. It is the
+# lock ``weft_serverless.testing.serialise_moto`` holds around every in-process request.
+MOTO_LOCK = testing_moto.MOTO_LOCK
 # botocore calls every before-send handler, so a request a fault hook answered would still reach
 # moto's stubber; the hook marks it and the stubber (wrapped below) skips it.
 ANSWERED_BY_FAULT = "_weft_answered_by_fault"
 
 
 def _serialise_in_process_moto() -> None:
-    """Run each in-process request under ``MOTO_LOCK`` (moto's stubber is the entry point)."""
+    """Serialise moto as users do (``serialise_moto``), and let fault hooks answer instead."""
     from moto.core.botocore_stubber import BotocoreStubber
 
+    testing_moto.serialise_moto()
     original = BotocoreStubber.process_request
-    if getattr(original, "weft_locked", False):
+    if getattr(original, "weft_fault_aware", False):
         return
 
-    def locked(self: Any, request: Any) -> Any:
+    def fault_aware(self: Any, request: Any) -> Any:
         if getattr(request, ANSWERED_BY_FAULT, False):
             return None  # a fault hook answered this send: moto must not apply it as well
-        with MOTO_LOCK:
-            return original(self, request)
+        return original(self, request)
 
-    locked.weft_locked = True  # type: ignore[attr-defined]
-    BotocoreStubber.process_request = locked  # type: ignore[method-assign]
-
-
-def _copy_tables_once_per_transaction() -> None:
-    """Make moto's ``TransactWriteItems`` deep-copy each table once, not once per item.
-
-    moto snapshots the table for rollback inside its loop over the transaction's items, before
-    any of them is applied, so every copy is of the same state: keeping the first is exactly
-    equivalent and turns a 100-item transaction on a 1,000-item table from seconds to ms.
-    Safe to swap the module's ``copy`` because every moto request runs under ``MOTO_LOCK``.
-    """
-    from moto.dynamodb import models
-    from moto.dynamodb.models.table import Table
-
-    original = models.DynamoDBBackend.transact_write_items
-    if getattr(original, "weft_fast", False):
-        return
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        copies: dict[int, Any] = {}
-
-        def deepcopy(obj: Any, memo: Any = None) -> Any:
-            if isinstance(obj, Table):
-                if id(obj) not in copies:
-                    copies[id(obj)] = copy.deepcopy(obj, memo)
-                return copies[id(obj)]
-            return copy.deepcopy(obj, memo)
-
-        namespace = vars(models)
-        with MOTO_LOCK:
-            namespace["copy"] = SimpleNamespace(deepcopy=deepcopy)
-            try:
-                original(self, transact_items)
-            finally:
-                namespace["copy"] = copy
-
-    transact_write_items.weft_fast = True  # type: ignore[attr-defined]
-    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    fault_aware.weft_fault_aware = True  # type: ignore[attr-defined]
+    BotocoreStubber.process_request = fault_aware  # type: ignore[method-assign]
 
 
 @dataclass
@@ -171,7 +134,6 @@ def moto_environment(config: pytest.Config) -> MotoEnvironment:
             from moto import mock_aws
 
             _serialise_in_process_moto()
-            _copy_tables_once_per_transaction()
             mock = mock_aws()
             mock.start()
             _ENVIRONMENT = MotoEnvironment(mock, boto3.session.Session())

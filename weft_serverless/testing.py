@@ -3,6 +3,8 @@
 ``TestEngine`` never sleeps: ``advance(seconds)`` moves the clock and runs one maintenance
 pass, which fires whatever fell due. ``crash()`` drops every in-memory object and
 ``recover()`` rebuilds an engine from storage alone, as a new process would.
+``moto_dynamodb()`` runs a test against an in-process DynamoDB that is safe under the
+engine's threads (``weft_serverless.testing_moto``).
 """
 
 from __future__ import annotations
@@ -25,14 +27,18 @@ from weft_serverless.storage.base import (
     Storage,
 )
 from weft_serverless.storage.memory import MemoryStorage
+from weft_serverless.testing_moto import MotoDynamoDB, moto_dynamodb, serialise_moto
 from weft_serverless.workflow import WorkflowDefinition
 
 __all__ = [
     "CrashingStorage",
     "MockActivity",
+    "MotoDynamoDB",
     "SimulatedCrash",
     "TestEngine",
     "VirtualClock",
+    "moto_dynamodb",
+    "serialise_moto",
 ]
 
 DEFAULT_START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: far from the epoch, fixed for tests

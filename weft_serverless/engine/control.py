@@ -84,6 +84,8 @@ def _transition(
         conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
         ops += fragment.ops + (extra(state) if extra else [])
         if rt.storage.conditional_batch(conditions, ops):
+            if not rotate:
+                rt.fence.claim_landed(workflow_id)
             if closing:
                 rt.closed_runs.append(workflow_id)
             return state, new

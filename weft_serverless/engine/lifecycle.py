@@ -108,6 +108,7 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
     for _ in range(2):
         fragment = start_fragment(rt, state, epoch)
         if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
+            rt.fence.claim_landed(state.id)
             return state.id
         rt.fence.forget_start(state.id)
         if rt.fence.mode == "lease":
@@ -160,6 +161,7 @@ def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fra
     """Commit a child start on its own; False when refused (``child_start_epoch`` says why)."""
     try:
         commit(rt, parent_id, fragment.conditions, fragment.ops)
+        rt.fence.claim_landed(child_id)
         return True
     except LostCommit:
         rt.fence.forget_start(child_id)

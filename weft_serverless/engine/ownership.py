@@ -158,6 +158,10 @@ class Ownership:
         top of; only a mode that fences on it reads it."""
         return None
 
+    def claim_landed(self, workflow_id: str) -> None:
+        """The batch carrying ``start_fragment`` or ``resume_fragment`` committed: from now on
+        a stored holder exists for renewal to extend (a heartbeat may run meanwhile)."""
+
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
         yield Fragment()

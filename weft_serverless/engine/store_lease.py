@@ -8,6 +8,7 @@ never land a write; when it notices, it stops itself.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -56,6 +57,9 @@ class StoreLease(Ownership):
         self.holder_bytes: bytes | None = None
         self.renewed_at = 0.0
         self.lost = False
+        # Renewal runs on the invocation heartbeat's thread and in maintenance on the caller's:
+        # both compare against and replace ``holder_bytes``, so one must see the other's result.
+        self._lock = threading.Lock()
 
     @property
     def renew_interval(self) -> float:
@@ -142,19 +146,26 @@ class StoreLease(Ownership):
 
     def renew_all(self) -> None:
         key = keys.meta_key(keys.LEASE_HOLDER)
-        now = self.rt.now()
-        assert self.epoch_bytes is not None and self.holder_bytes is not None
-        new = self._holder(self.epoch_bytes, now)
-        if self.rt.storage.conditional_batch([Condition(key, self.holder_bytes)], [Put(key, new)]):
-            self.holder_bytes, self.renewed_at = new, now
-            return
-        self.rt.metrics.incr("lease.renewal_failures")
-        self._stop()
+        with self._lock:
+            if self.lost or self.holder_bytes is None:
+                return  # stopped or closed meanwhile: nothing of ours to renew
+            now = self.rt.now()
+            assert self.epoch_bytes is not None
+            new = self._holder(self.epoch_bytes, now)
+            condition = Condition(key, self.holder_bytes)
+            if self.rt.storage.conditional_batch([condition], [Put(key, new)]):
+                self.holder_bytes, self.renewed_at = new, now
+                return
+            self.rt.metrics.incr("lease.renewal_failures")
+            self._stop()
 
     def close(self) -> None:
-        if self.lost or self.holder_bytes is None:
-            return
-        key = keys.meta_key(keys.LEASE_HOLDER)
-        with contextlib.suppress(StorageError):
-            self.rt.storage.conditional_batch([Condition(key, self.holder_bytes)], [Delete(key)])
-        self.holder_bytes = None
+        with self._lock:
+            if self.lost or self.holder_bytes is None:
+                return
+            key = keys.meta_key(keys.LEASE_HOLDER)
+            with contextlib.suppress(StorageError):
+                self.rt.storage.conditional_batch(
+                    [Condition(key, self.holder_bytes)], [Delete(key)]
+                )
+            self.holder_bytes = None

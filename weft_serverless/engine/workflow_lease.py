@@ -53,11 +53,21 @@ COOLDOWN_CAP_MULTIPLIER = 4
 
 @dataclass(slots=True)
 class Claim:
+    """What this engine holds on one workflow.
+
+    ``lock`` serialises everything that reads or rewrites the stored holder against
+    ``holder_bytes`` (renewal on a heartbeat or background thread, the wake check, release),
+    so the bytes remembered here always equal the bytes stored while the claim is registered.
+    ``landed`` is False while the batch that acquires the claim (a start or resume) has not
+    committed yet: there is no stored holder to renew until it has.
+    """
+
     epoch_bytes: bytes
     holder_bytes: bytes
     expires_at: float
     renewed_at: float
     driving: bool = False
+    landed: bool = False
     awaiting: frozenset[str] = frozenset()
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -150,13 +160,17 @@ class WorkflowLease(Ownership):
         return fragment
 
     def forget_start(self, workflow_id: str) -> None:
-        with self._lock:
-            self.claims.pop(workflow_id, None)
+        self._drop(workflow_id)
         self.rt.metrics.incr("claim_attempts.acquired", -1)
         self.rt.metrics.incr("claim_attempts.lost_race")
 
     def surviving_epoch(self, workflow_id: str) -> bytes | None:
         return self.rt.storage.get(keys.owner_epoch_key(workflow_id))
+
+    def claim_landed(self, workflow_id: str) -> None:
+        claim = self.claims.get(workflow_id)
+        if claim is not None:
+            claim.landed = True
 
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
@@ -168,7 +182,9 @@ class WorkflowLease(Ownership):
                 conditions=[Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
                 ops=_release_ops(workflow_id),
             )
-        self._drop(workflow_id)
+            # Still under the lock: a renewal waiting for it must find the claim gone, not
+            # try to renew a holder the terminal commit just deleted.
+            self._drop(workflow_id, claim)
 
     def rotate_fragment(self, workflow_id: str) -> Fragment:
         """External terminal transition: epoch + 1 so a still-running owner is fenced out."""
@@ -204,11 +220,12 @@ class WorkflowLease(Ownership):
         """
         claim = self.claims.get(workflow_id)
         if claim is not None:
-            holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
-            if holder == claim.holder_bytes:
-                claim.driving = True
-                return "drive"
-            self._drop(workflow_id)
+            with claim.lock:  # a renewal must not change the holder between read and compare
+                holder = self.rt.storage.get(keys.owner_holder_key(workflow_id))
+                if holder == claim.holder_bytes and self.claims.get(workflow_id) is claim:
+                    claim.landed = claim.driving = True  # the stored holder is this claim's
+                    return "drive"
+                self._drop(workflow_id, claim)
             warn(
                 WorkflowWakeDiscarded,
                 f"workflow {workflow_id!r}: {kind} wake discarded, this engine no longer owns it",
@@ -272,8 +289,12 @@ class WorkflowLease(Ownership):
         claim.driving = False
         claim.awaiting = awaiting
 
-    def deposed(self, workflow_id: str) -> None:
-        self._drop(workflow_id)
+    def deposed(self, workflow_id: str, claim: Claim | None = None) -> None:
+        """Stop driving ``workflow_id``; with ``claim``, only if that claim is still the one
+        registered (a renewal refused for a claim replaced meanwhile deposes nothing)."""
+        if claim is not None and self.claims.get(workflow_id) is not claim:
+            return
+        self._drop(workflow_id, claim)
         self._bump_cooldown(workflow_id)
         self.rt.metrics.incr("claim_attempts.deposed")
         warn(WorkflowClaimLost, f"workflow {workflow_id!r}: claim lost, stopped driving it")
@@ -298,7 +319,10 @@ class WorkflowLease(Ownership):
             if only_due and now - claim.renewed_at < self.timing.renew_interval:
                 continue
             with claim.lock:
-                if self.claims.get(workflow_id) is not claim:
+                # Renew only a claim still registered (not released, dropped or replaced
+                # meanwhile) whose acquiring batch has landed: anything else has no stored
+                # holder of ours to extend, and a refusal would not mean it was lost.
+                if not claim.landed or self.claims.get(workflow_id) is not claim:
                     continue
                 holder = decode(claim.holder_bytes)
                 new, expires = self._holder(holder["epoch"], holder["claimed_at"])
@@ -313,8 +337,8 @@ class WorkflowLease(Ownership):
                     claim.holder_bytes, claim.expires_at, claim.renewed_at = new, expires, now
                     renewed += 1
                     continue
-            self.rt.metrics.incr("claim_renewal_failures")
-            self.deposed(workflow_id)
+                self.rt.metrics.incr("claim_renewal_failures")
+                self.deposed(workflow_id, claim)
         return renewed
 
     def _reclaim(self, budget: Budget, dispatcher: Dispatcher) -> int:
@@ -413,6 +437,7 @@ class WorkflowLease(Ownership):
         if not self.rt.storage.conditional_batch(fragment.conditions, fragment.ops):
             self.rt.metrics.incr("claim_attempts.lost_race")
             return False
+        claim.landed = True
         with self._lock:
             self.claims[workflow_id] = claim
         self._cooldown.pop(workflow_id, None)
@@ -443,6 +468,8 @@ class WorkflowLease(Ownership):
             if claim.driving:
                 continue
             with claim.lock:
+                if self.claims.get(workflow_id) is not claim:
+                    continue
                 try:
                     self.rt.storage.conditional_batch(
                         [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
@@ -451,7 +478,7 @@ class WorkflowLease(Ownership):
                     released += 1
                 except StorageError:
                     pass
-            self._drop(workflow_id)
+                self._drop(workflow_id, claim)
         return released
 
     def close(self) -> None:
@@ -474,9 +501,11 @@ class WorkflowLease(Ownership):
         data = self.rt.storage.get(keys.state_key(workflow_id))
         return None if data is None else WorkflowState.from_bytes(data)
 
-    def _drop(self, workflow_id: str) -> None:
+    def _drop(self, workflow_id: str, claim: Claim | None = None) -> None:
+        """Forget the claim on ``workflow_id``; with ``claim``, only if it is that one."""
         with self._lock:
-            self.claims.pop(workflow_id, None)
+            if claim is None or self.claims.get(workflow_id) is claim:
+                self.claims.pop(workflow_id, None)
 
     def _bump_cooldown(self, workflow_id: str) -> None:
         _, previous = self._cooldown.get(workflow_id, (0.0, 0.0))
