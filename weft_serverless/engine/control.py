@@ -19,6 +19,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
+from . import wakeups
 from .commit import timer_value
 from .lifecycle import close_children_timer, open_children, transition_ops
 from .records import (
@@ -122,7 +123,7 @@ def resume_suspended(rt: Runtime, workflow_id: str) -> bool:
         RUNNING,
         frozenset({SUSPENDED}),
         rotate=False,
-        extra=lambda s: _rearm(rt, s),
+        extra=lambda s: _rearm(rt, s) + wakeups.arm(s.id, rt.now()),
     )
     return after is not None
 
@@ -144,7 +145,14 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
 
 def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
     """A delayed start fell due: pending -> running, claiming it for this engine."""
-    _, after = _transition(rt, workflow_id, RUNNING, frozenset({PENDING}), rotate=False)
+    _, after = _transition(
+        rt,
+        workflow_id,
+        RUNNING,
+        frozenset({PENDING}),
+        rotate=False,
+        extra=lambda s: wakeups.arm(s.id, rt.now()),
+    )
     return after is not None
 
 
@@ -164,7 +172,7 @@ def retry_failed(rt: Runtime, workflow_id: str) -> bool:
         RUNNING,
         frozenset({FAILED}),
         rotate=False,
-        extra=lambda s: _forget_failed_step(rt, s),
+        extra=lambda s: _forget_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
     )
     return after is not None
 

@@ -110,6 +110,7 @@ class History:
     versions: dict[str, int] = field(default_factory=dict)
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wake: list[str] | None = None  # the wake-up timer of a run not parked since it was armed
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -145,6 +146,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             h.async_results[rest] = decode(value)
         elif family == "actrec":
             h.started[rest] = decode(value)
+        elif sort == keys.WAKE:
+            h.wake = decode(value)["timer"]
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes

@@ -34,7 +34,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import lifecycle
+from . import lifecycle, wakeups
 from .commit import commit, decode_value, stale_timer_deletes, timer_ref, timer_value
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .records import History, error_record
@@ -135,13 +135,16 @@ class StepRunner:
         """Commit a pending fact together with the timer that will wake the workflow."""
         timer = keys.timer_key(due, self.workflow_id, tag)
         stored = {**record, "sig": self._signature, "due": due, "timer": timer_ref(timer)}
-        commit(
-            self.rt,
-            self.workflow_id,
+        self.commit_parking(
             [Condition(record_key, None)],
             [Put(record_key, encode(stored)), Put(timer, timer_value(self.workflow_id, kind))],
         )
         return stored
+
+    def commit_parking(self, conditions: list[Condition], ops: list[Op]) -> None:
+        """Commit a batch that parks the run; it takes the run's wake-up with it."""
+        commit(self.rt, self.workflow_id, conditions, ops + wakeups.disarm(self.history))
+        wakeups.disarmed(self.history)
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
@@ -156,7 +159,7 @@ class StepRunner:
         now = self.rt.now()
         tag = f"b{slot}#{attempt}#{keys.ms(now)}.{next(_deferrals):08d}"  # never reuses a key
         timer = keys.timer_key(now, self.workflow_id, tag)
-        commit(self.rt, self.workflow_id, [], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
         self.rt.metrics.incr("steps_deferred_for_budget")
 
     def _timer_due(self, slot: str, seconds: float, kind: str, tag: str) -> bool:
@@ -181,9 +184,9 @@ class StepRunner:
         if queue:
             sort, raw, signal = queue[0]
             key = Key(keys.workflow_partition(self.workflow_id), sort)
+            # The signal's timer stays (it is due): it is this run's wake-up until a
+            # maintenance drive sees the run parked or finished, then deletes it.
             ops: list[Op] = [Delete(key)]
-            if signal.get("timer"):
-                ops.append(Delete(Key(*signal["timer"])))
             return self.finish(
                 slot,
                 Outcome(decode(signal["v"])),
@@ -295,8 +298,10 @@ class StepRunner:
                 ],
             )
             return done
+        fragment.ops += wakeups.disarm(self.history)
         if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
             return self._child_not_started(child_id, WorkflowAlreadyExistsError(child_id))
+        wakeups.disarmed(self.history)
         self.history.pending[slot] = {"child_id": child_id, "policy": "await"}
         self.enqueue(child_id)
         return None
