@@ -184,16 +184,18 @@ class StepRunner:
         if queue:
             sort, raw, signal = queue[0]
             key = Key(keys.workflow_partition(self.workflow_id), sort)
-            # The signal's timer stays (it is due): it is this run's wake-up until a
-            # maintenance drive sees the run parked or finished, then deletes it.
             ops: list[Op] = [Delete(key)]
+            after_commit = [lambda: queue.pop(0)]
+            if signal.get("timer"):
+                ops += wakeups.adopt(self.history, signal["timer"])
+                after_commit.append(lambda: wakeups.adopted(self.history, signal["timer"]))
             return self.finish(
                 slot,
                 Outcome(decode(signal["v"])),
                 {"v": signal["v"]},
                 conditions=[Condition(key, raw)],
                 ops=ops,
-                after_commit=[lambda: queue.pop(0)],
+                after_commit=after_commit,
             )
         self.awaiting.add(cmd.name)
         if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "timeout", "w"):

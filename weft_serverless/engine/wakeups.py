@@ -37,6 +37,22 @@ def arm(workflow_id: str, now: float) -> list[Op]:
     ]
 
 
+def adopt(history: History, timer: list[str]) -> list[Op]:
+    """Writes for a step consuming an event (a signal) whose timer is still stored.
+
+    The event made the run drivable; its timer stays as the run's wake-up (the pointer is
+    written instead of deleting the timer) unless the run already has one.
+    """
+    if history.wake is None:
+        return [Put(keys.wake_key(history.state.id), encode({"timer": timer}))]
+    return [Delete(Key(*timer))]
+
+
+def adopted(history: History, timer: list[str]) -> None:
+    if history.wake is None:
+        history.wake = timer
+
+
 def disarm(history: History) -> list[Op]:
     """Deletes of the run's wake-up (none when it has none): it parked or finished."""
     if history.wake is None:
