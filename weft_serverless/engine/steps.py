@@ -185,7 +185,7 @@ class StepRunner:
             sort, raw, signal = queue[0]
             key = Key(keys.workflow_partition(self.workflow_id), sort)
             ops: list[Op] = [Delete(key)]
-            after_commit = [lambda: queue.pop(0)]
+            after_commit: list[Callable[[], object]] = [lambda: queue.pop(0)]
             if signal.get("timer"):
                 ops += wakeups.adopt(self.history, signal["timer"])
                 after_commit.append(lambda: wakeups.adopted(self.history, signal["timer"]))
