@@ -30,7 +30,7 @@ from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put
-from weft_serverless.testing import TestEngine, VirtualClock
+from weft_serverless.testing import CrashingStorage, SimulatedCrash, TestEngine, VirtualClock
 
 
 def _two_steps(ctx: Any, x: Any) -> Any:
@@ -311,3 +311,46 @@ def test_a_timer_of_a_type_this_engine_does_not_register_is_kept_for_one_that_do
     assert old.describe("w").status == RUNNING
     old.run_maintenance()
     assert old.describe("w").result == "woke"
+
+
+# -- crashes, and paths whose own timer already covered them ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("workflow_type", "result"),
+    [
+        pytest.param("steps", ["a(1)", "b(a(1))"], id="after-the-start-batch"),
+        pytest.param("signalled", "a(x)", id="after-the-step-consuming-a-signal"),
+    ],
+)
+def test_a_crash_leaves_a_wake_up_that_maintenance_alone_acts_on(
+    storage_factory: Opener, workflow_type: str, result: Any
+) -> None:
+    """No ``recover_all()`` (``recover=False``): only maintenance may move the run on."""
+    storage = CrashingStorage(storage_factory())
+    te = TestEngine(WORKFLOWS, storage=storage, recover=False)
+    with pytest.raises(SimulatedCrash):
+        if workflow_type == "steps":
+            storage.crash_after_write = 1
+            te.start("steps", 1, id="w")
+        else:
+            te.start("signalled", id="w")
+            storage.crash_after_write = storage.writes + 2  # the signal, then its consumption
+            te.signal("w", "go", "x")
+    te.crash()
+    storage.crash_after_write = None
+    te.recover()
+    assert te.describe("w").status == RUNNING
+    report = te.advance(WAKE_GRACE)
+    assert report.workflows_driven == 1
+    assert te.describe("w").result == result
+
+
+def test_a_delayed_start_whose_first_drive_fails_keeps_its_timer(storage_factory: Opener) -> None:
+    te, storage = flaky_engine(storage_factory)
+    te.start("steps", 1, id="w", start_after="10s")
+    storage.fail_once(step_commit("w", 1))
+    report = te.advance(10)
+    assert report.parts["timers_retained"] == 1 and te.describe("w").status == RUNNING
+    te.advance(0)
+    assert te.describe("w").result == ["a(1)", "b(a(1))"]
