@@ -94,9 +94,12 @@ def assert_stranded_until_grace(te: TestEngine, workflow_id: str, since: float) 
     assert stored_timers(te.storage) == []
 
 
-def test_start_whose_first_drive_fails_is_driven_after_the_grace(storage_factory: Opener) -> None:
+@pytest.mark.parametrize("ownership", ["none", "lease", "workflow-lease"])
+def test_start_whose_first_drive_fails_is_driven_after_the_grace(
+    storage_factory: Opener, ownership: str
+) -> None:
     """The start commits, its first step's commit fails: the start's wake-up drives it later."""
-    te, storage = flaky_engine(storage_factory)
+    te, storage = flaky_engine(storage_factory, ownership=ownership)
     storage.fail_once(step_commit("w", 1))
     with pytest.raises(StorageUnavailableError):
         te.start("steps", 1, id="w")
