@@ -7,8 +7,9 @@ within ``WAKE_GRACE`` plus one pass, on every backend, by each way a run becomes
 start, child start, ``start_or_signal``, a signal to a parked run, an update, ``retry``,
 ``resume``, the middle of a run, and in automatic mode.
 
-The last tests pin that a due timer fires within a bounded number of passes whatever else is
-due or retained (docs/decisions/0009-wake-up-until-parked.md).
+Further down: a due timer fires within a bounded number of passes whatever else is due or
+retained; a crash leaves a wake-up that maintenance alone acts on; and a delayed start, whose
+own timer already covered it, still does (docs/decisions/0009-wake-up-until-parked.md).
 """
 
 from __future__ import annotations
