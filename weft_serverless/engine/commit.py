@@ -42,7 +42,10 @@ def commit(
         raise LostCommit(workflow_id)
 
 
-def timer_value(workflow_id: str, kind: str) -> bytes:
+def timer_value(workflow_id: str, kind: str, *, retained: int = 0) -> bytes:
+    """A timer's value; ``retained`` counts the passes that had to leave it (its backoff)."""
+    if retained:
+        return encode({"wf": workflow_id, "kind": kind, "n": retained})
     return encode({"wf": workflow_id, "kind": kind})
 
 

@@ -20,6 +20,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
+from . import wakeups
 from .commit import timer_value
 from .lifecycle import DELAYED_START, close_children_timer, open_children, transition_ops
 from .ownership import Fragment
@@ -151,7 +152,9 @@ def resume_suspended(rt: Runtime, workflow_id: str) -> bool:
         lambda s: PENDING if _still_delayed(rt, s) else RUNNING,
         frozenset({SUSPENDED}),
         rotate=False,
-        extra=lambda s: _rearm(rt, s),
+        extra=lambda s: (
+            _rearm(rt, s) + ([] if _still_delayed(rt, s) else wakeups.arm(s.id, rt.now()))
+        ),
         fields=lambda s: {k: v for k, v in s.extra.items() if k != SUSPENDED_FROM},
     )
     return after is not None
@@ -189,7 +192,14 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
 
 def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
     """A delayed start fell due: pending -> running, claiming it for this engine."""
-    _, after = _transition(rt, workflow_id, RUNNING, frozenset({PENDING}), rotate=False)
+    _, after = _transition(
+        rt,
+        workflow_id,
+        RUNNING,
+        frozenset({PENDING}),
+        rotate=False,
+        extra=lambda s: wakeups.arm(s.id, rt.now()),
+    )
     return after is not None
 
 
@@ -209,7 +219,7 @@ def retry_failed(rt: Runtime, workflow_id: str) -> bool:
         RUNNING,
         frozenset({FAILED}),
         rotate=False,
-        extra=lambda s: _forget_failed_step(rt, s),
+        extra=lambda s: _forget_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
     )
     return after is not None
 

@@ -29,6 +29,7 @@ from weft_serverless.storage.base import Condition, Put
 
 from . import lifecycle, updates
 from .commit import commit
+from .dispatch import RETAIN
 from .outcomes import Outcome, RaiseAtYield
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
@@ -71,7 +72,8 @@ def drive(
             workflow_id,
             history.state.type,
         )
-        return history.state.status
+        # Its timers stay for an engine that registers the type (a later deployment).
+        return RETAIN if history.state.status == RUNNING else history.state.status
     if not definition.accepts_version(history.state.version) and not request.read_only:
         error = VersionMismatchError(workflow_id, history.state.version, definition.version)
         return _fail(rt, history, error)
@@ -148,6 +150,8 @@ class _Run:
                 return self._fail(exc)
             if done is None:
                 _close_parked(self.gen, self.ctx.workflow_id)
+                if self.history.wake is not None:  # parked without a write: drop the wake-up
+                    self.runner.commit_parking([], [])
                 return RUNNING
             self.runner.commit_done(cmd, slot, done)
             outcome = done.outcome

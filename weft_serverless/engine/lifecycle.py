@@ -19,6 +19,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
+from . import wakeups
 from .commit import LostCommit, commit, timer_value
 from .ownership import Fragment
 from .records import PENDING, RUNNING, TERMINAL, History, WorkflowState
@@ -71,7 +72,7 @@ def new_state(
 
 def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None) -> Fragment:
     """Everything that creates a workflow: state (absent before), index entry, idempotency
-    mapping, its timers, and (when it starts now) this engine's claim on it."""
+    mapping, its timers, and (when it starts now) its wake-up and this engine's claim on it."""
     state_key = keys.state_key(state.id)
     fragment = Fragment(
         conditions=[Condition(state_key, None)],
@@ -92,6 +93,7 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
             timer = keys.timer_key(due, state.id, kind)
             fragment.ops.append(Put(timer, timer_value(state.id, kind)))
     if state.status == RUNNING:
+        fragment.ops += wakeups.arm(state.id, state.created_at)
         fragment.add(rt.fence.start_fragment(state.id, epoch))
     else:
         fragment.add(Fragment(conditions=rt.fence.external_conditions()))
@@ -258,9 +260,11 @@ def finish(
     if closing:
         ops.append(close_children_timer(new.id, rt.now()))
     ops += retention_timer(rt, new.id, status, rt.now())
+    ops += wakeups.disarm(history)
     with rt.fence.release_for_terminal(new.id) as release:
         conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
         commit(rt, new.id, conditions, ops + release.ops)
+    wakeups.disarmed(history)
     if status == "completed":
         rt.metrics.workflows_completed += 1
     else:

@@ -19,15 +19,18 @@ from typing import Any
 from weft_serverless.codec import decode_record
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Delete, Key, Op
+from weft_serverless.storage.base import Delete, Key, Op, Put
 
 from . import control, retention
+from .commit import timer_value
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
 from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
 from .retention import RETENTION
 from .runtime import Runtime, logger, skip_unsupported
 
 MAX_TIMERS_PER_PASS = 1000
+RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
+MAX_RETAIN_BACKOFF = 3600.0
 
 
 @dataclass(slots=True)
@@ -61,6 +64,7 @@ def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
 ) -> None:
     due: dict[str, list[tuple[Key, float, str]]] = {}
+    backoffs: dict[Key, int] = {}
     bound = keys.timer_due_bound(now)
     seen = 0
     for shard in range(keys.TIMER_SHARDS):
@@ -73,18 +77,21 @@ def fire_due_timers(
                 continue
             entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
             due.setdefault(timer["wf"], []).append(entry)
+            backoffs[entry[0]] = timer.get("n", 0)
             seen += 1
         if seen >= MAX_TIMERS_PER_PASS:
             report.cut_short = True
             break
+    retained: list[tuple[Key, str, str, int]] = []
     for workflow_id, timers in sorted(due.items(), key=lambda item: min(t[1] for t in item[1])):
         if budget.exhausted():
             report.cut_short = True
-            return
+            break
         outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers})
         if outcome in (RETAIN, BUSY, DEPOSED, "error"):
             # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
+            retained += [(key, workflow_id, kind, backoffs[key]) for key, _, kind in timers]
             continue
         if outcome != COLLECT:
             report.workflows_driven += 1
@@ -92,6 +99,32 @@ def fire_due_timers(
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
+    if seen >= MAX_TIMERS_PER_PASS and retained:
+        defer_retained(rt, retained, now)
+        report.parts["timers_deferred"] = len(retained)
+
+
+def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: float) -> None:
+    """Move retained timers later, with a doubling delay, when a pass read its cap of timers.
+
+    A retained timer is read again by every pass; without this, a cap's worth of them that
+    no engine here can act on (a retired workflow type, runs owned elsewhere) would hide every
+    timer due after them for ever. Moved, each falls due again after its backoff, so every
+    due timer is read within a bounded number of passes. Each move is one atomic batch of a
+    delete and a put; a crash between chunks leaves timers in the old or the new place.
+    """
+    fence = rt.fence.external_conditions()
+    size = max(1, (rt.storage.capabilities().max_batch_ops - len(fence)) // 2)
+    for start in range(0, len(timers), size):
+        ops: list[Op] = []
+        for key, workflow_id, kind, count in timers[start : start + size]:
+            delay = min(MAX_RETAIN_BACKOFF, RETAIN_BACKOFF * 2**count)
+            moved = keys.timer_moved(key, now + delay)
+            ops += [Delete(key), Put(moved, timer_value(workflow_id, kind, retained=count + 1))]
+        if not fence:
+            rt.storage.batch(ops)
+        elif not rt.storage.conditional_batch(fence, ops):
+            rt.fence.on_lost_commit(timers[0][0].partition)
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:

@@ -118,6 +118,7 @@ class History:
     versions: dict[str, int] = field(default_factory=dict)
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wake: list[str] | None = None  # the wake-up timer of a run not parked since it was armed
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -139,6 +140,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         elif family in _DECODED_FAMILIES:
             record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
             _file(h, family, rest, sort, value, record)
+        elif sort == keys.WAKE:
+            h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes

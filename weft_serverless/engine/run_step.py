@@ -97,7 +97,7 @@ def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> Atte
 def _park_async(runner: StepRunner, slot: str, number: int) -> None:
     key = keys.pending_key(runner.workflow_id, f"{slot}@{number}")
     record = {"async": number, "at": runner.rt.now()}
-    commit(runner.rt, runner.workflow_id, [Condition(key, None)], [Put(key, encode(record))])
+    runner.commit_parking([Condition(key, None)], [Put(key, encode(record))])
     runner.history.pending[f"{slot}@{number}"] = record
 
 

@@ -34,7 +34,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import lifecycle
+from . import lifecycle, wakeups
 from .commit import LostCommit, commit, decode_value, stale_timer_deletes, timer_ref, timer_value
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .ownership import Fragment
@@ -136,13 +136,16 @@ class StepRunner:
         """Commit a pending fact together with the timer that will wake the workflow."""
         timer = keys.timer_key(due, self.workflow_id, tag)
         stored = {**record, "sig": self._signature, "due": due, "timer": timer_ref(timer)}
-        commit(
-            self.rt,
-            self.workflow_id,
+        self.commit_parking(
             [Condition(record_key, None)],
             [Put(record_key, encode(stored)), Put(timer, timer_value(self.workflow_id, kind))],
         )
         return stored
+
+    def commit_parking(self, conditions: list[Condition], ops: list[Op]) -> None:
+        """Commit a batch that parks the run; it takes the run's wake-up with it."""
+        commit(self.rt, self.workflow_id, conditions, ops + wakeups.disarm(self.history))
+        wakeups.disarmed(self.history)
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
@@ -157,7 +160,7 @@ class StepRunner:
         now = self.rt.now()
         tag = f"b{slot}#{attempt}#{keys.ms(now)}.{next(_deferrals):08d}"  # never reuses a key
         timer = keys.timer_key(now, self.workflow_id, tag)
-        commit(self.rt, self.workflow_id, [], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
         self.rt.metrics.incr("steps_deferred_for_budget")
 
     def _timer_due(self, slot: str, seconds: float, kind: str, tag: str) -> bool:
@@ -183,15 +186,17 @@ class StepRunner:
             sort, raw, signal = queue[0]
             key = Key(keys.workflow_partition(self.workflow_id), sort)
             ops: list[Op] = [Delete(key)]
+            after_commit: list[Callable[[], object]] = [lambda: queue.pop(0)]
             if signal.get("timer"):
-                ops.append(Delete(Key(*signal["timer"])))
+                ops += wakeups.adopt(self.history, signal["timer"])
+                after_commit.append(lambda: wakeups.adopted(self.history, signal["timer"]))
             return self.finish(
                 slot,
                 Outcome(decode(signal["v"])),
                 {"v": signal["v"]},
                 conditions=[Condition(key, raw)],
                 ops=ops,
-                after_commit=[lambda: queue.pop(0)],
+                after_commit=after_commit,
             )
         self.awaiting.add(cmd.name)
         if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "timeout", "w"):
@@ -294,17 +299,21 @@ class StepRunner:
             fragment = start(None)
             if isinstance(fragment, WeftError):
                 return self._child_not_started(child_id, fragment)
+            fragment.ops += wakeups.disarm(self.history)
             if not lifecycle.commit_child_start(self.rt, self.workflow_id, child_id, fragment):
                 # Refused: the id is held (raises), or a purged run of it left an epoch to
                 # claim on top of; anything else is a racing writer, so re-read.
                 epoch = self._child_epoch(slot, child_id)
                 retry = start(epoch) if epoch is not None else None
+                if isinstance(retry, Fragment):
+                    retry.ops += wakeups.disarm(self.history)
                 if not isinstance(retry, Fragment) or not lifecycle.commit_child_start(
                     self.rt, self.workflow_id, child_id, retry
                 ):
                     raise LostCommit(self.workflow_id)
         except WorkflowAlreadyExistsError as exc:
             return self._child_not_started(child_id, exc)
+        wakeups.disarmed(self.history)
         self.history.pending[slot] = {"child_id": child_id, "policy": "await"}
         self.enqueue(child_id)
         return None

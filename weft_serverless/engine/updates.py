@@ -23,9 +23,10 @@ from weft_serverless.errors import (
     UpdateValidationError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
-from .commit import commit
+from . import wakeups
+from .commit import commit, timer_ref
 from .records import History
 from .runtime import Runtime
 
@@ -78,15 +79,20 @@ def apply_incoming(
     applied_key = keys.update_applied_key(ctx.workflow_id, slot, len(applied))
     response_key = keys.update_response_key(ctx.workflow_id, update.update_id)
     record = {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
+    ops: list[Op] = [
+        Put(applied_key, encode(record)),
+        Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
+    ]
+    # The update may let the run move on: it keeps a wake-up until it parks again.
+    arm = wakeups.arm(ctx.workflow_id, now) if history.wake is None else []
     commit(
         rt,
         ctx.workflow_id,
         [Condition(applied_key, None), Condition(response_key, None)],
-        [
-            Put(applied_key, encode(record)),
-            Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
-        ],
+        ops + arm,
     )
+    if arm:
+        history.wake = timer_ref(wakeups.wake_timer(ctx.workflow_id, now))
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
 

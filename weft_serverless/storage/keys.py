@@ -38,6 +38,7 @@ ASYNC_RESULT_PREFIX = "asyncres#"
 ACTIVITY_STARTED_PREFIX = "actrec#"
 OWNER_EPOCH = "owner#epoch"
 OWNER_HOLDER = "owner#holder"
+WAKE = "wake"
 
 META_PARTITION = "meta"
 OWNERSHIP_MODE = "ownership-mode"
@@ -148,6 +149,11 @@ def owner_holder_key(workflow_id: str) -> Key:
     return Key(workflow_partition(workflow_id), OWNER_HOLDER)
 
 
+def wake_key(workflow_id: str) -> Key:
+    """Points at the wake-up timer of a run that may be driven but has not parked yet."""
+    return Key(workflow_partition(workflow_id), WAKE)
+
+
 # -- timers ----------------------------------------------------------------------------------
 
 
@@ -173,6 +179,11 @@ def timer_due_bound(now: float) -> str:
 
 def timer_due_of(sort: str) -> float:
     return int(sort.split("#", 1)[0]) / 1000.0
+
+
+def timer_moved(key: Key, due: float) -> Key:
+    """The same timer (shard, workflow, tag) due at ``due`` instead."""
+    return Key(key.partition, f"{math.ceil(due * 1000):016d}#{key.sort.split('#', 1)[1]}")
 
 
 # -- status index ----------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""The wake-up timer a run keeps from the moment it may be driven until it parks or finishes.
+
+Liveness (DESIGN.md, Invariants): a drive can fail at any point (a transient storage error,
+a crash, a lost invocation end), so the batch that makes a run drivable without an event
+timer (start, child start, resume, retry, delayed activation, an applied update) also writes
+a ``wake`` timer due ``WAKE_GRACE`` later and a pointer to it in the run's partition. The
+batch that parks or finishes the run deletes both, so a run that parks or ends inline leaves
+nothing; one whose drive failed is driven by the first maintenance pass after the grace.
+See docs/decisions/0009-wake-up-until-parked.md.
+"""
+
+from __future__ import annotations
+
+from weft_serverless.codec import encode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Delete, Key, Op, Put
+
+from .commit import timer_ref, timer_value
+from .records import History
+
+WAKE = "wake"
+# Long enough that an inline drive in progress (an activity, a Lambda invocation) is not
+# raced by maintenance in the common case; short enough that a stranded run moves on soon.
+WAKE_GRACE = 60.0
+
+
+def wake_timer(workflow_id: str, now: float) -> Key:
+    return keys.timer_key(now + WAKE_GRACE, workflow_id, WAKE)
+
+
+def arm(workflow_id: str, now: float) -> list[Op]:
+    """The writes that give a run a wake-up due ``WAKE_GRACE`` after ``now``."""
+    timer = wake_timer(workflow_id, now)
+    return [
+        Put(keys.wake_key(workflow_id), encode({"timer": timer_ref(timer)})),
+        Put(timer, timer_value(workflow_id, WAKE)),
+    ]
+
+
+def adopt(history: History, timer: list[str]) -> list[Op]:
+    """Writes for a step consuming an event (a signal) whose timer is still stored.
+
+    The event made the run drivable; its timer stays as the run's wake-up (the pointer is
+    written instead of deleting the timer) unless the run already has one.
+    """
+    if history.wake is None:
+        return [Put(keys.wake_key(history.state.id), encode({"timer": timer}))]
+    return [Delete(Key(*timer))]
+
+
+def adopted(history: History, timer: list[str]) -> None:
+    if history.wake is None:
+        history.wake = timer
+
+
+def disarm(history: History) -> list[Op]:
+    """Deletes of the run's wake-up (none when it has none): it parked or finished."""
+    if history.wake is None:
+        return []
+    return [Delete(keys.wake_key(history.state.id)), Delete(Key(*history.wake))]
+
+
+def disarmed(history: History) -> None:
+    """Record that the batch carrying ``disarm(history)`` committed."""
+    history.wake = None
