@@ -20,7 +20,6 @@ from weft_serverless.errors import (
     PayloadTooLargeError,
     UnknownUpdateError,
     UpdateFailedError,
-    UpdateValidationError,
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
@@ -28,6 +27,7 @@ from weft_serverless.storage.base import Condition, Put
 from .commit import commit
 from .records import History
 from .runtime import Runtime
+from .update_verdicts import validate
 
 
 @dataclass(slots=True)
@@ -64,7 +64,7 @@ def apply_incoming(
     handler, validator = entry
     payload = decode(update.payload)
     if validator is not None:
-        validate(validator, payload)
+        validate(validator, payload, update.name)
     try:
         result = handler(payload)
     except Exception as exc:
@@ -89,22 +89,3 @@ def apply_incoming(
     )
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
-
-
-def validate(validator: Any, payload: Any) -> None:
-    try:
-        verdict = validator(payload)
-    except UpdateValidationError:
-        raise
-    except Exception as exc:
-        raise UpdateValidationError([{"message": str(exc), "path": None}]) from None
-    if verdict is False:
-        raise UpdateValidationError([{"message": "rejected by validator", "path": None}])
-    if isinstance(verdict, list) and verdict:
-        raise UpdateValidationError([_issue(item) for item in verdict])
-
-
-def _issue(item: Any) -> dict[str, object]:
-    if isinstance(item, dict):
-        return {"message": str(item.get("message", item)), "path": item.get("path")}
-    return {"message": str(item), "path": None}
