@@ -6,12 +6,13 @@ encoded as bytes inside them: their size is checked once, and replay decodes onl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import SCHEMA_VERSION, decode, encode
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Storage
+from weft_serverless.storage.base import Op, Put, Storage
 
 RUNNING = "running"
 PENDING = "pending"
@@ -105,14 +106,38 @@ class History:
     signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, bytes] = field(default_factory=dict)
-    updates_applied: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    update_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The stored step, update and version records: what replay to the park point rebuilds.
+    replayed: dict[str, bytes] = field(default_factory=dict)
+    # Encoded update records per park slot, decoded only when replayed (there can be many).
+    updates_applied: dict[str, list[bytes]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
+
+    def note(self, ops: Sequence[Op]) -> None:
+        """Record this run's own committed writes in ``raw``, as a fresh read would see them."""
+        partition = keys.workflow_partition(self.state.id)
+        for op in ops:
+            if op.key.partition != partition:
+                continue
+            sort = op.key.sort
+            if isinstance(op, Put):
+                self.raw[sort] = bytes(op.value)
+                if sort.startswith(_REPLAYED):
+                    self.replayed[sort] = self.raw[sort]
+            else:
+                self.raw.pop(sort, None)
+                self.replayed.pop(sort, None)
+
+    def replay_fingerprint(self) -> tuple[Any, ...]:
+        """What a replay up to the park point depends on: the run's identity and its step,
+        update and version records, byte for byte (a parked generator is reusable only
+        while a fresh read would give exactly these)."""
+        s = self.state
+        return (s.id, s.type, s.version, s.input, s.created_at, self.replayed)
 
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:
@@ -124,8 +149,14 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         family, _, rest = sort.partition("#")
         if sort == keys.STATE:
             state_bytes = value
+        elif family == "upr":
+            continue  # update responses: read by id when an update is retried, never here
+        elif family == "upa":
+            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
+            h.replayed[sort] = value
         elif family == "op":
             h.ops[rest] = decode(value)
+            h.replayed[sort] = value
         elif family == "pend":
             h.pending[rest] = decode(value)
         elif family == "att":
@@ -135,12 +166,9 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             h.signals.setdefault(name, []).append((sort, value, decode(value)))
         elif family == "child":
             h.children[rest] = decode(value)
-        elif family == "upa":
-            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(decode(value))
-        elif family == "upr":
-            h.update_responses[keys.dec(rest)] = decode(value)
         elif family == "ver":
             h.versions[keys.dec(rest)] = decode(value)["v"]
+            h.replayed[sort] = value
         elif family == "asyncres":
             h.async_results[rest] = decode(value)
         elif family == "actrec":
@@ -151,4 +179,5 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     return h
 
 
+_REPLAYED = (keys.OP_PREFIX, keys.UPDATE_APPLIED_PREFIX, keys.VERSION_PREFIX)
 _PLACEHOLDER = WorkflowState("", "", "", "", b"", 0.0, 0.0)

@@ -126,6 +126,7 @@ class StepRunner:
         commit(self.rt, self.workflow_id, conditions, ops)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
+        self.history.note(ops)
         for callback in done.after_commit:
             callback()
 

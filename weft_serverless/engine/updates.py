@@ -22,7 +22,7 @@ from weft_serverless.errors import (
     UpdateFailedError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
 from .commit import commit
 from .records import History
@@ -41,7 +41,8 @@ class IncomingUpdate:
 
 def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
     """Re-apply the updates recorded while the workflow was parked at ``slot``."""
-    for record in history.updates_applied.get(slot, ()):
+    for stored in history.updates_applied.get(slot, ()):
+        record = decode(stored)
         entry = ctx.update_handlers.get(record["name"])
         if entry is None:
             raise NondeterminismError(
@@ -77,15 +78,14 @@ def apply_incoming(
     now = rt.now()
     applied_key = keys.update_applied_key(ctx.workflow_id, slot, len(applied))
     response_key = keys.update_response_key(ctx.workflow_id, update.update_id)
-    record = {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
-    commit(
-        rt,
-        ctx.workflow_id,
-        [Condition(applied_key, None), Condition(response_key, None)],
-        [
-            Put(applied_key, encode(record)),
-            Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
-        ],
+    record = encode(
+        {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
     )
+    ops: list[Op] = [
+        Put(applied_key, record),
+        Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
+    ]
+    commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)], ops)
+    history.note(ops)
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
