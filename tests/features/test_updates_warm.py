@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from feature_support import Opener, appending, make_engine
+from feature_support import (
+    Opener,
+    appending,
+    crashable_engine,
+    expect_crash,
+    make_engine,
+    puts_prefix,
+)
 
 from weft_serverless import Engine, UpdateFailedError, workflow
 from weft_serverless.storage import keys
@@ -160,3 +167,24 @@ def test_a_failed_update_leaves_no_half_change_in_the_warm_run(storage_factory: 
     with pytest.raises(UpdateFailedError):
         te.update(WF, "explode", 2)
     assert te.update(WF, "add", 3) == [1, 3]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before-write", "after-write"])
+def test_a_crash_at_the_update_write_leaves_no_half_change_on_the_same_engine(
+    storage_factory: Opener, after: bool
+) -> None:
+    """The drive dies at the update's write, after its handler changed the warm state, and
+    the same engine goes on: its next update starts from storage, which holds the crashed
+    update once (the write landed) or not at all (it did not)."""
+    te, crashing = crashable_engine(storage_factory, COLLECT)
+    te.start("collect", id=WF)
+    assert te.update(WF, "add", "a1", update_id="u1") == ["a1"]
+    crashing.arm(puts_prefix(keys.UPDATE_APPLIED_PREFIX, WF), after=after)
+    with expect_crash():
+        te.update(WF, "add", "a2", update_id="u2")
+    landed = ["a1", "a2"] if after else ["a1"]
+    assert te.update(WF, "add", "a3", update_id="u3") == [*landed, "a3"]
+    assert te.update(WF, "add", "a2", update_id="u2") == (
+        ["a1", "a2"] if after else [*landed, "a3", "a2"]
+    )
+    assert te.query(WF, "items") == (["a1", "a2", "a3"] if after else ["a1", "a3", "a2"])
