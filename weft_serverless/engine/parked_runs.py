@@ -76,7 +76,8 @@ class ParkedRuns:
 
 def close_parked(gen: Any, workflow_id: str) -> None:
     """Close a parked generator now rather than at garbage collection, so its ``finally``
-    blocks run at a known point; a ``yield`` inside one is reported, not swallowed."""
+    blocks run at a known point. A ``yield`` or an error inside one is reported, never
+    raised: the close may happen in another workflow's drive (an eviction)."""
     try:
         gen.close()
     except RuntimeError:
@@ -84,4 +85,11 @@ def close_parked(gen: Any, workflow_id: str) -> None:
             "workflow %s yields inside a finally block or catches GeneratorExit; a parked "
             "workflow is closed between wake-ups, so put cleanup in activities or sagas",
             workflow_id,
+        )
+    except Exception as exc:
+        logger.warning(
+            "workflow %s raised %s in a finally block when its parked generator was closed; "
+            "put cleanup in activities or sagas",
+            workflow_id,
+            type(exc).__name__,
         )
