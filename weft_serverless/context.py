@@ -87,9 +87,10 @@ class WorkflowContext:
     ) -> None:
         """Accept updates called ``name``: ``handler(payload)`` changes state, returns a result.
 
-        ``validator(payload)`` runs first and rejects by raising (``UpdateValidationError``
-        for a list of issues, or any error); a rejected update stores nothing. Handlers must
-        only change workflow state (no I/O): replay calls them again to rebuild that state.
+        ``validator(payload)`` runs first. Only ``None`` or ``True`` accepts; anything else
+        (``False``, issues, a raised error, an unexpected value) rejects, and a rejected
+        update stores nothing. Handlers must only change workflow state (no I/O): replay
+        calls them again to rebuild that state.
         """
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError("update name must be a non-empty string")

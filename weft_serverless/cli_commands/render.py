@@ -155,10 +155,11 @@ def _add_parked_parents(steps: dict[str, Step], history: History) -> None:
             steps[top].detail = "parked: branches below"
     if history.state.status not in ("running", "suspended"):
         return
-    tops = [int(slot) for slot in steps if "." not in slot]
-    done = [int(slot) for slot in history.ops if "." not in slot]
-    parked = keys.step_slot(max(done) + 1 if done else 0)
-    if not tops or max(tops) < int(parked):
+    tops = [keys.counter_value(slot) for slot in steps if "." not in slot]
+    done = [keys.counter_value(slot) for slot in history.ops if "." not in slot]
+    parked_step = max(done) + 1 if done else 0
+    parked = keys.step_slot(parked_step)
+    if not tops or max(tops) < parked_step:
         steps[parked] = Step(parked, keys.describe_slot(parked), "-", "waiting")
         steps[parked].detail = "parked: waits for a signal, update or child (no timer)"
 

@@ -25,12 +25,13 @@ from weft_serverless.errors import (
     VersionMismatchError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
 from . import lifecycle, updates
 from .commit import commit
 from .dispatch import RETAIN
 from .outcomes import Outcome, RaiseAtYield
+from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps import StepRunner
@@ -59,10 +60,9 @@ def drive(
     """
     request = request or DriveRequest()
     history = load_history(rt.storage, workflow_id)
-    if history is None:
-        return None
-    if history.state.status != RUNNING and not request.read_only:
-        return history.state.status
+    if history is None or (history.state.status != RUNNING and not request.read_only):
+        _drop_parked(rt, workflow_id)
+        return None if history is None else history.state.status
     definition = rt.definitions.get(history.state.type)
     if definition is None:
         # An engine with no workflows at all (an operator tool) only stores writes: routine.
@@ -77,15 +77,36 @@ def drive(
     if not definition.accepts_version(history.state.version) and not request.read_only:
         error = VersionMismatchError(workflow_id, history.state.version, definition.version)
         return _fail(rt, history, error)
-    ctx = WorkflowContext(workflow_id, definition, rt.now)
-    request.ctx = ctx
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
     runner.awaiting = request.awaiting
+    warm = None if request.read_only else _warm(rt, history, definition)
+    if warm is not None:
+        request.ctx = warm.ctx
+        return _Run(rt, history, warm.ctx, runner, warm.gen, request).loop(warm)
+    ctx = WorkflowContext(workflow_id, definition, rt.now)
+    request.ctx = ctx
     try:
         gen = definition.fn(ctx, decode(history.state.input))
     except Exception as exc:
         return history.state.status if request.read_only else _fail(rt, history, exc)
     return _Run(rt, history, ctx, runner, gen, request).loop()
+
+
+def _drop_parked(rt: Runtime, workflow_id: str) -> None:
+    kept = rt.parked.take(workflow_id)
+    if kept is not None:
+        close_parked(kept.gen, workflow_id)
+
+
+def _warm(rt: Runtime, history: History, definition: Any) -> ParkedRun | None:
+    """The generator this engine parked for this run, if the stored history still matches."""
+    kept = rt.parked.take(history.state.id)
+    if kept is None:
+        return None
+    if kept.definition is definition and kept.fingerprint == history.replay_fingerprint():
+        return kept
+    close_parked(kept.gen, history.state.id)
+    return None
 
 
 class _Run:
@@ -102,34 +123,45 @@ class _Run:
         self.gen, self.request = gen, request
         self.loaded = history.top_level_steps()
 
-    def loop(self) -> str:
-        step = 0
+    def loop(self, warm: ParkedRun | None = None) -> str:
+        """Run the generator from the top, or on from where ``warm`` left it parked."""
+        step = 0 if warm is None else warm.step
         outcome = Outcome()
-        started = False
+        started = warm is not None
+        parked_on = None if warm is None else warm.cmd
         while True:
-            slot = keys.step_slot(step)
-            self.ctx.is_replaying = slot in self.history.ops
+            if parked_on is not None:
+                # Resumed warm: its updates are applied and the step is not recorded yet.
+                cmd, parked_on = parked_on, None
+                slot = keys.step_slot(step - 1)
+                self.ctx.is_replaying = False
+                resumed = True
+            else:
+                slot = keys.step_slot(step)
+                self.ctx.is_replaying = slot in self.history.ops
+                try:
+                    if not started:
+                        started = True
+                        cmd = self.gen.send(None)
+                    elif outcome.error is not None:
+                        cmd = self.gen.throw(outcome.error)
+                    else:
+                        cmd = self.gen.send(outcome.value)
+                except StopIteration as stop:
+                    return self._complete(stop.value)
+                except Exception as exc:
+                    return self._fail(exc)
+                if isinstance(cmd, GetVersion):
+                    outcome = self._version(cmd, step)
+                    continue
+                if not isinstance(cmd, Command):
+                    self.gen.close()
+                    return self._fail(_not_a_command(cmd))
+                step += 1
+                resumed = False
             try:
-                if not started:
-                    started = True
-                    cmd = self.gen.send(None)
-                elif outcome.error is not None:
-                    cmd = self.gen.throw(outcome.error)
-                else:
-                    cmd = self.gen.send(outcome.value)
-            except StopIteration as stop:
-                return self._complete(stop.value)
-            except Exception as exc:
-                return self._fail(exc)
-            if isinstance(cmd, GetVersion):
-                outcome = self._version(cmd, step)
-                continue
-            if not isinstance(cmd, Command):
-                self.gen.close()
-                return self._fail(_not_a_command(cmd))
-            step += 1
-            try:
-                updates.replay_applied(self.ctx, self.history, slot)
+                if not resumed:
+                    updates.replay_applied(self.ctx, self.history, slot)
                 record = self.history.ops.get(slot)
                 if record is not None:
                     outcome = self.runner.replay(cmd, slot, record)
@@ -149,12 +181,24 @@ class _Run:
             except (NondeterminismError, ActivityReconciliationError) as exc:
                 return self._fail(exc)
             if done is None:
-                _close_parked(self.gen, self.ctx.workflow_id)
                 if self.history.wake is not None:  # parked without a write: drop the wake-up
                     self.runner.commit_parking([], [])
+                self._park(cmd, step)
                 return RUNNING
             self.runner.commit_done(cmd, slot, done)
             outcome = done.outcome
+
+    def _park(self, cmd: Command[Any], step: int) -> None:
+        """Keep the parked generator for this engine's next drive (see parked_runs)."""
+        run = ParkedRun(
+            self.gen,
+            self.ctx,
+            cmd,
+            step,
+            self.runner.definition,
+            self.history.replay_fingerprint(),
+        )
+        self.rt.parked.keep(self.ctx.workflow_id, run)
 
     def _version(self, cmd: GetVersion, step: int) -> Outcome:
         """Answer ``get_version`` without taking a step slot (see commands.GetVersion).
@@ -171,12 +215,9 @@ class _Run:
                 return Outcome(cmd.min_supported if passed_before else cmd.max_supported)
             pinned = cmd.max_supported
             key = keys.version_key(self.ctx.workflow_id, cmd.change_id)
-            commit(
-                self.rt,
-                self.ctx.workflow_id,
-                [Condition(key, None)],
-                [Put(key, encode({"v": pinned}))],
-            )
+            ops: list[Op] = [Put(key, encode({"v": pinned}))]
+            commit(self.rt, self.ctx.workflow_id, [Condition(key, None)], ops)
+            self.history.note(ops)
             self.history.versions[cmd.change_id] = pinned
         if not cmd.min_supported <= pinned <= cmd.max_supported:
             return Outcome(
@@ -230,16 +271,3 @@ def _wake_parent(history: History, enqueue: Callable[[str], None]) -> None:
     parent = history.state.parent
     if parent and parent.get("await", True):
         enqueue(parent["id"])
-
-
-def _close_parked(gen: Any, workflow_id: str) -> None:
-    """Close a parked generator now rather than at garbage collection, so its ``finally``
-    blocks run at a known point; a ``yield`` inside one is reported, not swallowed."""
-    try:
-        gen.close()
-    except RuntimeError:
-        logger.warning(
-            "workflow %s yields inside a finally block or catches GeneratorExit; a parked "
-            "workflow is closed between wake-ups, so put cleanup in activities or sagas",
-            workflow_id,
-        )

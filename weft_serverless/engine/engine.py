@@ -406,6 +406,7 @@ class Engine:
             self._background = None
         if not self._rt.closed:
             self._rt.fence.close()
+        self._rt.parked.clear()
         self._rt.closed = True
 
     def __enter__(self) -> Engine:

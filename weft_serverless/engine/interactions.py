@@ -29,7 +29,8 @@ from .commit import LostCommit, timer_value
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
-from .updates import IncomingUpdate, validate
+from .update_verdicts import validate
+from .updates import IncomingUpdate
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -103,7 +104,7 @@ def _reject_early(rt: Runtime, workflow_id: str, update: IncomingUpdate) -> None
     handler, validator = entry
     payload = decode(update.payload)
     if validator is not None:
-        validate(validator, payload)
+        validate(validator, payload, update.name)
     try:
         handler(payload)
     except Exception as exc:

@@ -6,6 +6,7 @@ encoded as bytes inside them: their size is checked once, and replay decodes onl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ from weft_serverless.codec import (
     encode,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Storage
+from weft_serverless.storage.base import Op, Put, Storage
 
 RUNNING = "running"
 PENDING = "pending"
@@ -113,8 +114,10 @@ class History:
     signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     raw: dict[str, bytes] = field(default_factory=dict)
-    updates_applied: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    update_responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The stored step, update and version records: what replay to the park point rebuilds.
+    replayed: dict[str, bytes] = field(default_factory=dict)
+    # Encoded update records per park slot, decoded only when replayed (there can be many).
+    updates_applied: dict[str, list[bytes]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -122,6 +125,28 @@ class History:
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
+
+    def note(self, ops: Sequence[Op]) -> None:
+        """Record this run's own committed writes in ``raw``, as a fresh read would see them."""
+        partition = keys.workflow_partition(self.state.id)
+        for op in ops:
+            if op.key.partition != partition:
+                continue
+            sort = op.key.sort
+            if isinstance(op, Put):
+                self.raw[sort] = bytes(op.value)
+                if sort.startswith(_REPLAYED):
+                    self.replayed[sort] = self.raw[sort]
+            else:
+                self.raw.pop(sort, None)
+                self.replayed.pop(sort, None)
+
+    def replay_fingerprint(self) -> tuple[Any, ...]:
+        """What a replay up to the park point depends on: the run's identity and its step,
+        update and version records, byte for byte (a parked generator is reusable only
+        while a fresh read would give exactly these)."""
+        s = self.state
+        return (s.id, s.type, s.version, s.input, s.created_at, self.replayed)
 
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:
@@ -137,9 +162,17 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         family, _, rest = sort.partition("#")
         if sort == keys.STATE:
             state_bytes = value
+        elif family == "upr":
+            continue  # update responses: read by id when an update is retried, never here
+        elif family == "upa":
+            # kept encoded: decoded (and its format checked) only when a replay needs it
+            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
+            h.replayed[sort] = value
         elif family in _DECODED_FAMILIES:
             record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
             _file(h, family, rest, sort, value, record)
+            if family in _REPLAYED_FAMILIES:
+                h.replayed[sort] = value
         elif sort == keys.WAKE:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
     if state_bytes is None:
@@ -148,9 +181,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     return h
 
 
-_DECODED_FAMILIES = frozenset(
-    {"op", "pend", "att", "sig", "child", "upa", "upr", "ver", "asyncres", "actrec"}
-)
+_DECODED_FAMILIES = frozenset({"op", "pend", "att", "sig", "child", "ver", "asyncres", "actrec"})
+_REPLAYED_FAMILIES = frozenset({"op", "ver"})
 
 
 def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: Any) -> None:
@@ -166,10 +198,6 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.signals.setdefault(name, []).append((sort, value, record))
     elif family == "child":
         h.children[rest] = record
-    elif family == "upa":
-        h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(record)
-    elif family == "upr":
-        h.update_responses[keys.dec(rest)] = record
     elif family == "ver":
         h.versions[keys.dec(rest)] = record["v"]
     elif family == "asyncres":
@@ -178,4 +206,5 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.started[rest] = record
 
 
+_REPLAYED = (keys.OP_PREFIX, keys.UPDATE_APPLIED_PREFIX, keys.VERSION_PREFIX)
 _PLACEHOLDER = WorkflowState("", "", "", "", b"", 0.0, 0.0)

@@ -81,7 +81,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
 
 
 def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> AttemptResult | None:
-    record = runner.history.async_results.get(f"{slot}#{number:04d}")
+    record = runner.history.async_results.get(keys.attempt_ref(slot, number))
     if record is None:
         return None
     if record.get("ok"):
@@ -108,7 +108,7 @@ def _reconcile_or_mark_started(
     this very attempt is recorded with no outcome (a crash cut it), reconcile it."""
     assert cmd.idempotency_key is not None
     rt, workflow_id = runner.rt, runner.workflow_id
-    started = f"{slot}#{attempt:04d}"
+    started = keys.attempt_ref(slot, attempt)
     if started not in runner.history.started:
         key = keys.activity_started_key(workflow_id, slot, attempt)
         record = {"key": cmd.idempotency_key, "at": rt.now(), "attempt": attempt}

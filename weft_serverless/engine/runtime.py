@@ -19,6 +19,8 @@ from weft_serverless.errors import PayloadTooLargeError, WeftError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
+from .parked_runs import ParkedRuns
+
 if TYPE_CHECKING:
     from .clock_skew import ClockGuard
     from .ownership import Ownership
@@ -71,6 +73,8 @@ class Runtime:
     closed_runs: list[str] = field(default_factory=list)
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
+    # Generators of runs this engine parked, reused by its next drive when still current.
+    parked: ParkedRuns = field(default_factory=ParkedRuns)
 
     def now(self) -> float:
         """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""

@@ -43,7 +43,7 @@ def delivery_ops(
         )
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
-    seq = f"{keys.ms(now):016d}.{next(_sequence):08d}.{_process_tag}"
+    seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"
     timer = keys.timer_key(now, workflow_id, "g" + seq)
     record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
     ops: list[Op] = [

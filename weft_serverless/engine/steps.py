@@ -127,6 +127,7 @@ class StepRunner:
         commit(self.rt, self.workflow_id, conditions, ops)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
+        self.history.note(ops)
         for callback in done.after_commit:
             callback()
 
@@ -158,7 +159,8 @@ class StepRunner:
     def yield_to_next_invocation(self, slot: str, attempt: int) -> None:
         """Too little time left to start this step: park behind a timer that is due now."""
         now = self.rt.now()
-        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{next(_deferrals):08d}"  # never reuses a key
+        deferral = keys.counter(next(_deferrals), 8)
+        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
         timer = keys.timer_key(now, self.workflow_id, tag)
         self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
         self.rt.metrics.incr("steps_deferred_for_budget")

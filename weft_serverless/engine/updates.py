@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     CodecError,
@@ -20,7 +20,6 @@ from weft_serverless.errors import (
     PayloadTooLargeError,
     UnknownUpdateError,
     UpdateFailedError,
-    UpdateValidationError,
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
@@ -29,6 +28,7 @@ from . import wakeups
 from .commit import commit, timer_ref
 from .records import History
 from .runtime import Runtime
+from .update_verdicts import validate
 
 
 @dataclass(slots=True)
@@ -42,7 +42,8 @@ class IncomingUpdate:
 
 def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
     """Re-apply the updates recorded while the workflow was parked at ``slot``."""
-    for record in history.updates_applied.get(slot, ()):
+    for stored in history.updates_applied.get(slot, ()):
+        record = decode_record(stored, f"an update applied to workflow {ctx.workflow_id!r}")
         entry = ctx.update_handlers.get(record["name"])
         if entry is None:
             raise NondeterminismError(
@@ -65,7 +66,7 @@ def apply_incoming(
     handler, validator = entry
     payload = decode(update.payload)
     if validator is not None:
-        validate(validator, payload)
+        validate(validator, payload, update.name)
     try:
         result = handler(payload)
     except Exception as exc:
@@ -78,39 +79,18 @@ def apply_incoming(
     now = rt.now()
     applied_key = keys.update_applied_key(ctx.workflow_id, slot, len(applied))
     response_key = keys.update_response_key(ctx.workflow_id, update.update_id)
-    record = {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
+    record = encode(
+        {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
+    )
     ops: list[Op] = [
-        Put(applied_key, encode(record)),
+        Put(applied_key, record),
         Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
     ]
     # The update may let the run move on: it keeps a wake-up until it parks again.
-    arm = wakeups.arm(ctx.workflow_id, now) if history.wake is None else []
-    commit(
-        rt,
-        ctx.workflow_id,
-        [Condition(applied_key, None), Condition(response_key, None)],
-        ops + arm,
-    )
-    if arm:
+    ops += wakeups.arm(ctx.workflow_id, now) if history.wake is None else []
+    commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)], ops)
+    history.note(ops)
+    if history.wake is None:
         history.wake = timer_ref(wakeups.wake_timer(ctx.workflow_id, now))
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
-
-
-def validate(validator: Any, payload: Any) -> None:
-    try:
-        verdict = validator(payload)
-    except UpdateValidationError:
-        raise
-    except Exception as exc:
-        raise UpdateValidationError([{"message": str(exc), "path": None}]) from None
-    if verdict is False:
-        raise UpdateValidationError([{"message": "rejected by validator", "path": None}])
-    if isinstance(verdict, list) and verdict:
-        raise UpdateValidationError([_issue(item) for item in verdict])
-
-
-def _issue(item: Any) -> dict[str, object]:
-    if isinstance(item, dict):
-        return {"message": str(item.get("message", item)), "path": item.get("path")}
-    return {"message": str(item), "path": None}

@@ -10,6 +10,8 @@ Layout (DESIGN.md section 4):
 
 Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can never contain the
 ``#`` separator. Times are epoch milliseconds zero-padded to 16 digits so they sort as text.
+Counters (steps, branches, attempts, update sequences) go through ``counter``, whose text
+order is number order for every value.
 """
 
 from __future__ import annotations
@@ -56,6 +58,36 @@ def dec(part: str) -> str:
     return unquote(part)
 
 
+COUNTER_OVERFLOW = "~"
+"""Marks a counter too large for its zero-padded width; sorts after every digit."""
+
+
+def counter(value: int, width: int) -> str:
+    """Text whose order is the order of non-negative integers, for a counter in a key.
+
+    Values below ``10**width`` are the zero-padded digits, byte-identical to the keys stored
+    before this encoding existed. Larger ones are ``~``, the digit count in two digits, then
+    the digits: ``~`` sorts after every digit and a longer number has a larger count, so
+    order holds across widths, and no encoding is a prefix of another (so a suffix such as a
+    branch ``.001`` after it cannot reorder keys).
+    """
+    if value < 0:
+        raise ValueError(f"a key counter must not be negative, got {value}")
+    digits = str(value)
+    if len(digits) <= width:
+        return digits.zfill(width)
+    if len(digits) > 99:
+        raise ValueError(f"a key counter has at most 99 digits, got {len(digits)}")
+    return f"{COUNTER_OVERFLOW}{len(digits):02d}{digits}"
+
+
+def counter_value(text: str) -> int:
+    """The integer ``counter`` encoded as ``text``."""
+    if text.startswith(COUNTER_OVERFLOW):
+        return int(text[3:])
+    return int(text)
+
+
 def shard_of(workflow_id: str, shards: int) -> int:
     return zlib.crc32(workflow_id.encode()) % shards
 
@@ -76,19 +108,19 @@ def state_key(workflow_id: str) -> Key:
 
 
 def step_slot(step: int) -> str:
-    return f"{step:08d}"
+    return counter(step, 8)
 
 
 def branch_slot(parent: str, index: int) -> str:
-    return f"{parent}.{index:03d}"
+    return f"{parent}.{counter(index, 3)}"
 
 
 def describe_slot(slot: str) -> str:
     """A slot for people: ``00000003.001`` -> ``4 (branch 2)`` (both counted from 1)."""
     top, *branches = slot.split(".")
-    text = str(int(top) + 1)
+    text = str(counter_value(top) + 1)
     for branch in branches:
-        text += f" (branch {int(branch) + 1})"
+        text += f" (branch {counter_value(branch) + 1})"
     return text
 
 
@@ -100,8 +132,13 @@ def pending_key(workflow_id: str, slot: str) -> Key:
     return Key(workflow_partition(workflow_id), PENDING_PREFIX + slot)
 
 
+def attempt_ref(slot: str, attempt: int) -> str:
+    """``{slot}#{attempt}``: names one attempt of a step inside the sort keys below."""
+    return f"{slot}#{counter(attempt, 4)}"
+
+
 def attempt_key(workflow_id: str, slot: str, attempt: int) -> Key:
-    return Key(workflow_partition(workflow_id), f"{ATTEMPT_PREFIX}{slot}#{attempt:04d}")
+    return Key(workflow_partition(workflow_id), ATTEMPT_PREFIX + attempt_ref(slot, attempt))
 
 
 def signal_prefix(name: str) -> str:
@@ -122,7 +159,7 @@ def child_result_key(workflow_id: str, slot: str) -> Key:
 
 def update_applied_key(workflow_id: str, slot: str, seq: int) -> Key:
     """An update applied while the workflow was parked at top-level step ``slot``."""
-    return Key(workflow_partition(workflow_id), f"{UPDATE_APPLIED_PREFIX}{slot}#{seq:04d}")
+    return Key(workflow_partition(workflow_id), f"{UPDATE_APPLIED_PREFIX}{slot}#{counter(seq, 4)}")
 
 
 def update_response_key(workflow_id: str, update_id: str) -> Key:
@@ -134,11 +171,13 @@ def version_key(workflow_id: str, change_id: str) -> Key:
 
 
 def async_result_key(workflow_id: str, slot: str, attempt: int) -> Key:
-    return Key(workflow_partition(workflow_id), f"{ASYNC_RESULT_PREFIX}{slot}#{attempt:04d}")
+    return Key(workflow_partition(workflow_id), ASYNC_RESULT_PREFIX + attempt_ref(slot, attempt))
 
 
 def activity_started_key(workflow_id: str, slot: str, attempt: int) -> Key:
-    return Key(workflow_partition(workflow_id), f"{ACTIVITY_STARTED_PREFIX}{slot}#{attempt:04d}")
+    return Key(
+        workflow_partition(workflow_id), ACTIVITY_STARTED_PREFIX + attempt_ref(slot, attempt)
+    )
 
 
 def owner_epoch_key(workflow_id: str) -> Key:
