@@ -9,7 +9,8 @@ test simulate a process restart. Adding a backend is one entry in ``BACKENDS``.
 
 ``--storage=memory,sqlite`` restricts the run to those backends: tests using
 ``storage_factory`` or ``storage`` run once per selected backend, and classes marked
-``@pytest.mark.storage("name")`` are deselected unless ``name`` is selected.
+``@pytest.mark.storage("name")`` are deselected unless ``name`` is selected. A test marked
+``@pytest.mark.backends("memory", "sqlite")`` is generated for those backends only.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ def selected_backends(config: pytest.Config) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "storage_backend" in metafunc.fixturenames:
         names = selected_backends(metafunc.config)
+        only = metafunc.definition.get_closest_marker("backends")
+        if only is not None:  # a test meaningful (or affordable) on some backends only
+            names = [name for name in names if name in only.args]
         metafunc.parametrize("storage_backend", names, indirect=True, ids=names)
 
 

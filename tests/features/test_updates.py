@@ -372,9 +372,8 @@ def _latest(ctx: Any, _: Any) -> Any:
     return latest[0]
 
 
-def test_updates_past_9999_at_one_park_point_replay_in_order(
-    storage_factory: Opener, storage_backend: str
-) -> None:
+@pytest.mark.backends("memory", "sqlite")
+def test_updates_past_9999_at_one_park_point_replay_in_order(storage_factory: Opener) -> None:
     """With 10,000 updates already recorded at one park point, the next one replays last: the
     query and the final result show its value, not update 9,999's (the sequence in the key
     sorts as a number past four digits).
@@ -383,8 +382,6 @@ def test_updates_past_9999_at_one_park_point_replay_in_order(
     same keys come back in number order from DynamoDB is checked on every backend in
     ``tests/unit/test_key_counters.py``.
     """
-    if storage_backend.startswith("dynamodb"):
-        pytest.skip("10,000 records per replay is too slow on moto; key order is unit-tested")
     te = make_engine(storage_factory, {"latest": workflow("latest").execute(_latest)})
     te.start("latest", id=WF)
     slot = keys.step_slot(0)
