@@ -40,7 +40,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
     activity = rt.activity(runner.definition, cmd.activity)
     attempts = runner.history.attempts.setdefault(slot, [])
     while True:
-        if attempts and rt.now() < attempts[-1]["due"]:
+        if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
             return None
         number = len(attempts) + 1
         result = _async_outcome(runner, cmd, slot, number)

@@ -170,7 +170,7 @@ class StepRunner:
             pending = self.park(key, {}, self.rt.now() + seconds, kind, tag + slot)
             self.history.pending[slot] = pending
         due: float = pending["due"]
-        return self.rt.now() >= due
+        return keys.is_due(self.rt.now(), due)
 
     def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
         if self._timer_due(slot, cmd.seconds, "sleep", "s"):
