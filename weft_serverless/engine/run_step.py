@@ -10,8 +10,9 @@ records are the step's failure history: the batch writing one deletes the one
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from weft_serverless.activity import ActivityContext, Verification
 from weft_serverless.codec import decode, encode
@@ -67,10 +68,10 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
             return runner.finish(slot, Outcome(value), {"v": result.value, "a": number})
         retries = result.retryable and number < cmd.retry.max_attempts
         due = rt.now() + cmd.retry.backoff(number) if retries else None
-        _log_failed_attempt(runner, cmd, slot, number, result, due)
+        failure = attempt_failure(number, result.error_type, result.message, rt.now())
+        _log_failed_attempt(runner, cmd, slot, failure, due)
         if due is not None:
             rt.metrics.activity_retries += 1
-            failure = attempt_failure(number, result.error_type, result.message, rt.now())
             stored = runner.park(
                 keys.attempt_key(workflow_id, slot, number),
                 failure,
@@ -91,28 +92,32 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
 
 
 def _log_failed_attempt(
-    runner: StepRunner, cmd: Run, slot: str, number: int, result: AttemptResult, due: float | None
+    runner: StepRunner, cmd: Run, slot: str, failure: dict[str, Any], due: float | None
 ) -> None:
     """One structured WARNING per failed attempt, whether or not it will be retried."""
     step = keys.describe_slot(slot)
-    then = f"retry at {due:.3f}" if due is not None else "no retry left"
+    then = "no retry left"
+    if due is not None:
+        then = "retry at " + dt.datetime.fromtimestamp(due, dt.UTC).isoformat(
+            timespec="milliseconds"
+        )
     logger.warning(
         "workflow %s: activity %r failed on attempt %d at step %s: %s: %s (%s)",
         runner.workflow_id,
         cmd.activity,
-        number,
+        failure["n"],
         step,
-        result.error_type,
-        result.message,
+        failure["type"],
+        failure["message"],
         then,
         extra={
             "workflow_id": runner.workflow_id,
             "workflow_type": runner.definition.name,
             "step": step,
             "activity": cmd.activity,
-            "attempt": number,
-            "error_type": result.error_type,
-            "error_message": result.message,
+            "attempt": failure["n"],
+            "error_type": failure["type"],
+            "error_message": failure["message"],
             "next_retry_at": due,
         },
     )
