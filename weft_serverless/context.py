@@ -11,7 +11,7 @@ import logging
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from weft_serverless.commands import (
     DEFAULT_RETRY,
@@ -35,6 +35,7 @@ from weft_serverless.saga import Saga
 from weft_serverless.workflow import WorkflowDefinition
 
 Duration = float | int | str | _dt.timedelta
+C = TypeVar("C", bound=Command[Any])
 
 _workflow_logger = logging.getLogger("weft_serverless.workflow")
 
@@ -77,6 +78,22 @@ class WorkflowContext:
             str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None]
         ] = {}
         self.query_handlers: dict[str, Callable[[Any], Any]] = {}
+        self._unyielded: dict[int, Command[Any]] = {}
+
+    def _made(self, cmd: C) -> C:
+        """Remember a command until the workflow yields it (see ``unyielded``)."""
+        self._unyielded[id(cmd)] = cmd
+        return cmd
+
+    def mark_yielded(self, cmd: Command[Any]) -> None:
+        """The driver received ``cmd``: it and the commands inside it were not forgotten."""
+        self._unyielded.pop(id(cmd), None)
+        for inner in getattr(cmd, "commands", ()):
+            self.mark_yielded(inner)
+
+    def unyielded(self) -> list[Command[Any]]:
+        """Commands made through this context and never yielded: a ``yield`` was left out."""
+        return list(self._unyielded.values())
 
     def on_update(
         self,
@@ -122,14 +139,7 @@ class WorkflowContext:
         crash leaves only that record, recovery asks the activity's ``verify`` instead of
         running it blindly again (and fails closed without one).
         """
-        name = self._definition.activity_name(activity)
-        if name is None:
-            shown = activity if isinstance(activity, str) else getattr(activity, "__name__", "?")
-            declared = ", ".join(sorted(self._definition.activities)) or "none"
-            raise UnknownActivityError(
-                f"workflow {self._definition.name!r} runs activity {shown!r}, which it does not "
-                f"declare (declared: {declared}); add it with .activities({shown}=...)"
-            )
+        name = self.activity_name(activity)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgumentError("retry must be a RetryPolicy")
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
@@ -139,26 +149,38 @@ class WorkflowContext:
             not isinstance(idempotency_key, str) or not idempotency_key
         ):
             raise InvalidArgumentError("idempotency_key must be a non-empty string")
-        return Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key)
+        return self._made(Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key))
+
+    def activity_name(self, activity: str | Callable[..., Any]) -> str:
+        """The declared name of ``activity``; ``UnknownActivityError`` if it is not declared."""
+        name = self._definition.activity_name(activity)
+        if name is None:
+            shown = activity if isinstance(activity, str) else getattr(activity, "__name__", "?")
+            declared = ", ".join(sorted(self._definition.activities)) or "none"
+            raise UnknownActivityError(
+                f"workflow {self._definition.name!r} runs activity {shown!r}, which it does not "
+                f"declare (declared: {declared}); add it with .activities({shown}=...)"
+            )
+        return name
 
     def sleep(self, duration: Duration) -> Sleep:
         """Pause durably; a crash or redeploy in between does not shorten or repeat it."""
-        return Sleep(parse_duration(duration, "sleep duration"))
+        return self._made(Sleep(parse_duration(duration, "sleep duration")))
 
     def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> WaitForSignal:
         """Receive the next ``name`` signal's payload, or ``None`` once ``timeout`` passes."""
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError("signal name must be a non-empty string")
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
-        return WaitForSignal(name, seconds)
+        return self._made(WaitForSignal(name, seconds))
 
     def all(self, *commands: Command[Any] | list[Command[Any]]) -> All:
         """Run commands together; the result is the list of their results, in order."""
-        return All(_commands(commands, "all"))
+        return self._made(All(_commands(commands, "all")))
 
     def race(self, *commands: Command[Any] | list[Command[Any]]) -> Race:
         """First command to finish wins: ``(index, value)``; losing signal waits consume nothing."""
-        return Race(_commands(commands, "race"))
+        return self._made(Race(_commands(commands, "race")))
 
     def start_child(
         self,
@@ -183,7 +205,7 @@ class WorkflowContext:
             raise InvalidArgumentError(
                 f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}"
             )
-        return StartChild(workflow_type, input, id, parent_close_policy)
+        return self._made(StartChild(workflow_type, input, id, parent_close_policy))
 
     def wait_until(
         self, predicate: Callable[[], bool], *, timeout: Duration | None = None
@@ -195,7 +217,7 @@ class WorkflowContext:
         if not callable(predicate):
             raise InvalidArgumentError("wait_until needs a callable predicate")
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
-        return WaitUntil(predicate, seconds)
+        return self._made(WaitUntil(predicate, seconds))
 
     def get_version(self, change_id: str, min_supported: int, max_supported: int) -> GetVersion:
         """Pin a branch of a code change for this run.
@@ -209,7 +231,7 @@ class WorkflowContext:
             raise InvalidArgumentError("versions must be integers")
         if min_supported > max_supported:
             raise InvalidArgumentError("min_supported must be <= max_supported")
-        return GetVersion(change_id, min_supported, max_supported)
+        return self._made(GetVersion(change_id, min_supported, max_supported))
 
     def saga(self) -> Saga:
         """A compensation list (see ``weft_serverless.saga.Saga``)."""
@@ -217,15 +239,15 @@ class WorkflowContext:
 
     def now(self) -> Record:
         """The current time in epoch seconds, recorded once so replay sees the same value."""
-        return Record("now", self._clock)
+        return self._made(Record("now", self._clock))
 
     def uuid(self) -> Record:
         """A random UUID string, recorded once."""
-        return Record("uuid", lambda: str(_uuid.uuid4()))
+        return self._made(Record("uuid", lambda: str(_uuid.uuid4())))
 
     def random(self) -> Record:
         """A random float in [0, 1), recorded once."""
-        return Record("random", _random.random)
+        return self._made(Record("random", _random.random))
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Record:
         """Compute ``fn()`` once and record it under ``key``."""
@@ -233,7 +255,7 @@ class WorkflowContext:
             raise InvalidArgumentError("memo key must be a non-empty string")
         if not callable(fn):
             raise InvalidArgumentError("memo fn must be callable")
-        return Record(f"memo:{key}", fn)
+        return self._made(Record(f"memo:{key}", fn))
 
 
 def _commands(items: tuple[Any, ...], what: str) -> tuple[Command[Any], ...]:

@@ -60,6 +60,19 @@ class InvalidArgumentError(WeftError):
         self.field = field
 
 
+class CommandNotYieldedError(InvalidArgumentError):
+    """A workflow made a durable command (``ctx.run(...)`` and the like) and never yielded it,
+    so it never ran; the run fails rather than complete without it."""
+
+    def __init__(self, signatures: list[str]) -> None:
+        listed = ", ".join(signatures)
+        super().__init__(
+            f"the workflow made {listed} but never yielded it, so it did not run; "
+            "write `result = yield ctx.run(...)` (or pass it to ctx.all/ctx.race and yield that)"
+        )
+        self.signatures = signatures
+
+
 class CodecError(WeftError):
     """A value cannot be encoded; ``path`` points at the offending part (e.g. ``input['a'][2]``)."""
 

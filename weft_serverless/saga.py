@@ -39,7 +39,7 @@ class Saga:
 
     def add_compensation(self, activity: str | Callable[..., Any], input: Any = None) -> None:
         """Register an undo step for something already done."""
-        self._ctx.run(activity, input)  # validates the name now, at the call site
+        self._ctx.activity_name(activity)  # validates the name now, at the call site
         self._compensations.append(Compensation(activity, input))
 
     def run(
@@ -57,7 +57,7 @@ class Saga:
         The compensation receives ``compensate_input``, or by default the step's result.
         Use it as ``result = yield from saga.run(...)``.
         """
-        self._ctx.run(compensate, None)  # unknown compensation fails before the step runs
+        self._ctx.activity_name(compensate)  # unknown compensation fails before the step runs
         result = yield self._ctx.run(activity, input, retry=retry, timeout=timeout)
         undo_input = result if compensate_input is _RESULT else compensate_input
         self._compensations.append(Compensation(compensate, undo_input))

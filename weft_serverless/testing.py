@@ -237,8 +237,8 @@ class TestEngine:
     def signal(self, workflow_id: str, name: str, payload: Any = None, **options: Any) -> None:
         self.engine.signal(workflow_id, name, payload, **options)
 
-    def describe(self, workflow_id: str) -> WorkflowDescription:
-        return self.engine.describe(workflow_id)
+    def describe(self, workflow_id: str, *, attempts: bool = False) -> WorkflowDescription:
+        return self.engine.describe(workflow_id, attempts=attempts)
 
     def list(self, **filters: Any) -> list[WorkflowSummary]:
         return self.engine.list(**filters)

@@ -45,6 +45,25 @@ def _takes_input(fn: Callable[..., Any]) -> bool:
     )
 
 
+def _call_shape_issue(fn: Callable[..., Any]) -> str:
+    """Why ``fn`` cannot be called the way an attempt calls it (``fn(input)``, or ``fn()``
+    when it takes no positional parameter), or "" when it can or its signature is unknown."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return ""
+    args: tuple[Any, ...] = (None,) if _takes_input(fn) else ()
+    try:
+        signature.bind(*args)
+    except TypeError as exc:
+        return (
+            f"cannot be called with {'its one input' if args else 'no arguments'} ({exc}); "
+            "an activity takes one input: pass several values as one dict or tuple, and give "
+            "other parameters defaults"
+        )
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowDefinition:
     """A registered workflow: its generator function, version and activities."""
@@ -102,6 +121,10 @@ class WorkflowBuilder:
                     f"activity {activity_name!r} is a generator; activities are plain "
                     "functions (or async def)"
                 )
+                continue
+            shape = _call_shape_issue(fn)
+            if shape:
+                self._issues.append(f"activity {activity_name!r} {shape}")
                 continue
             self._activities[activity_name] = spec
         return self

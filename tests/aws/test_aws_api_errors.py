@@ -335,7 +335,7 @@ def test_a_workflow_held_by_another_engine_is_a_retryable_conflict(
 def test_storage_unavailable_is_a_retryable_503(
     api: Api, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def unavailable(workflow_id: str) -> Any:
+    def unavailable(workflow_id: str, **_: Any) -> Any:
         raise StorageRetriesExhaustedError("GetItem", 4, False, "ThrottlingException")
 
     monkeypatch.setattr(engine, "describe", unavailable)
@@ -348,7 +348,7 @@ def test_storage_unavailable_is_a_retryable_503(
 def test_an_unexpected_error_is_a_500_that_reveals_nothing(
     api: Api, engine: Engine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(workflow_id: str) -> Any:
+    def broken(workflow_id: str, **_: Any) -> Any:
         raise KeyError("secret internal detail")
 
     monkeypatch.setattr(engine, "describe", broken)

@@ -117,7 +117,24 @@ def test_describe(api: Api) -> None:
         "error",
         "parent_id",
         "owner",
+        "input",
+        "failed_attempts",
     }
+    assert reply.body["input"] == {"n": 1}
+    assert reply.body["failed_attempts"] == []
+
+
+def test_describe_lists_failed_attempts_with_their_errors(api: Api) -> None:
+    """A failed activity's attempts are in the describe reply: step, activity, attempt,
+    error type and message, when it failed and when the next attempt was due."""
+    api("POST", "/workflows", {"workflow_type": "failing", "id": "f"})
+    reply = api("GET", "/workflows/f")
+    failures = reply.body["failed_attempts"]
+    assert [(f["step"], f["activity"], f["attempt"]) for f in failures] == [
+        ("1", "explode", n) for n in range(1, len(failures) + 1)
+    ]
+    assert all(f["error_type"] == "RuntimeError" and "boom" in f["message"] for f in failures)
+    assert failures[-1]["retry_at"] is None and failures[-1]["failed_at"] is not None
 
 
 def test_path_parameters_are_percent_decoded(api: Api) -> None:

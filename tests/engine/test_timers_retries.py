@@ -24,7 +24,7 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.commands import parse_duration
-from weft_serverless.testing import TestEngine
+from weft_serverless.testing import TestEngine, VirtualClock
 
 
 def _noop(value: Any = None) -> Any:
@@ -458,3 +458,44 @@ def test_retry_backoff_is_capped() -> None:
     """``backoff(n)`` grows by the multiplier and never passes ``max_backoff``."""
     policy = RetryPolicy(initial_backoff=1, backoff_multiplier=2, max_backoff=5)
     assert [policy.backoff(n) for n in range(1, 6)] == [1, 2, 4, 5, 5]
+
+
+# -- exactly-due timers ------------------------------------------------------------------------
+
+
+def _retries_once(ctx: Any, _: Any) -> Any:
+    return (yield ctx.run("flaky", None, retry=RetryPolicy(max_attempts=2, initial_backoff=0.4)))
+
+
+@pytest.mark.parametrize("start", [T0, T0 + 0.123, 1_234_567.891])
+def test_advancing_by_exactly_the_backoff_fires_the_retry(
+    storage_factory: Opener, start: float
+) -> None:
+    """A 0.4 s backoff retries on ``advance(0.4)``, not only on 0.401, from any start time."""
+    flaky = {"flaky": workflow("flaky").activities(flaky=_noop).execute(_retries_once)}
+    te = TestEngine(flaky, storage=storage_factory(), clock=VirtualClock(start))
+    outcomes = iter([RuntimeError("first"), "ok"])
+
+    def impl(_: Any) -> Any:
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    mock = te.mock("flaky", impl=impl)
+    handle = te.start("flaky", id="f")
+    te.advance(0.399)
+    assert len(mock.calls) == 1
+    te.advance(0.001)
+    assert len(mock.calls) == 2
+    assert handle.result() == "ok"
+
+
+@pytest.mark.parametrize("seconds", [0.4, 0.1, 0.3, 1.7, 2.675])
+def test_advancing_by_exactly_the_sleep_fires_it(storage_factory: Opener, seconds: float) -> None:
+    """``advance(d)`` after ``sleep(d)`` wakes the sleeper, for durations float cannot hold."""
+    te = TestEngine(SLEEPER, storage=storage_factory(), clock=VirtualClock(T0 + 0.7))
+    te.mock("tick", impl=lambda label: label)
+    handle = te.start("sleeper", seconds, id="s")
+    te.advance(seconds)
+    assert handle.result() == ["before", "after"]

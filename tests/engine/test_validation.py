@@ -53,6 +53,67 @@ def test_non_generator_workflow_is_refused() -> None:
     assert "async function" in str(info.value)
 
 
+def test_activities_that_cannot_take_the_call_are_refused_at_build_time() -> None:
+    """An activity is called with its one input (or with nothing when it has no positional
+    parameter); one whose signature cannot take that is refused, every one listed at once."""
+
+    def two_required(order: Any, amount: Any) -> Any:
+        return order
+
+    async def async_two(order: Any, amount: Any) -> Any:
+        return order
+
+    def keyword_required(*, region: str) -> str:
+        return region
+
+    class Callable2:
+        def __call__(self, a: Any, b: Any) -> Any:
+            return a
+
+    with pytest.raises(WorkflowBuilderError) as info:
+        workflow("w").activities(
+            two=two_required, coro=async_two, kw=keyword_required, obj=Callable2(), ok=_noop
+        ).execute(_one_step)
+    assert [issue.split(" cannot")[0] for issue in info.value.issues] == [
+        "activity 'two'",
+        "activity 'coro'",
+        "activity 'kw'",
+        "activity 'obj'",
+    ]
+    assert "missing a required argument: 'amount'" in info.value.issues[0]
+    assert "one dict or tuple" in info.value.issues[0]
+
+
+def test_activities_of_every_callable_shape_that_can_take_the_call_are_accepted() -> None:
+    """Defaults, ``*args``, ``**kwargs``, no parameters, async, bound methods and builtins."""
+
+    class Service:
+        def charge(self, order: Any) -> Any:
+            return order
+
+        def __call__(self, order: Any, retries: int = 3) -> Any:
+            return order
+
+    async def coro(value: Any) -> Any:
+        return value
+
+    definition = (
+        workflow("w")
+        .activities(
+            defaults=lambda a, b=1: a,
+            star=lambda *args: args,
+            kwargs=lambda value, **extra: value,
+            nothing=lambda: 1,
+            coro=coro,
+            method=Service().charge,
+            obj=Service(),
+            builtin=len,
+        )
+        .execute(_one_step)
+    )
+    assert len(definition.activities) == 8
+
+
 def test_duplicate_activities_call_is_refused() -> None:
     """``.activities()`` may be given once."""
     with pytest.raises(WorkflowBuilderError) as info:
@@ -237,6 +298,51 @@ def test_yielding_a_non_command_fails_with_a_hint(storage_factory: Opener) -> No
     with pytest.raises(WorkflowFailedError) as info:
         te.start("number", id="n").result()
     assert "yielded int, not a durable command" in info.value.error_message
+
+
+def test_a_command_never_yielded_fails_the_run_naming_it(storage_factory: Opener) -> None:
+    """``ctx.run("a", x)`` without ``yield`` does not run, so the run fails instead of
+    completing without it; the error names the command, and the yielded step still ran."""
+
+    def forgot(ctx: Any, value: Any) -> Any:
+        ctx.run("a", value)
+        yield ctx.run("b", value)
+        ctx.sleep(5)
+        return "done"
+
+    te = make_engine(
+        storage_factory, {"forgot": workflow("forgot").activities(a=_noop, b=_noop).execute(forgot)}
+    )
+    a, b = te.mock("a"), te.mock("b")
+    with pytest.raises(WorkflowFailedError) as info:
+        te.start("forgot", 1, id="f").result()
+    assert info.value.error_type == "CommandNotYieldedError"
+    assert "run:a, sleep" in info.value.error_message
+    assert "never yielded" in info.value.error_message
+    assert (a.calls, b.calls) == ([], [1])
+    assert op_signatures(te.storage, "f") == ["run:b"]
+
+
+def test_commands_yielded_inside_all_race_or_from_count_as_yielded(
+    storage_factory: Opener,
+) -> None:
+    """Branches of ``ctx.all``/``ctx.race`` (losers included), ``yield from`` and saga
+    compensations that never had to run are not "forgotten"."""
+
+    def composed(ctx: Any, value: Any) -> Any:
+        saga = ctx.saga()
+        yield from saga.run("a", value, compensate="b")
+        saga.add_compensation("b", 2)
+        both = yield ctx.all(ctx.run("a", 1), ctx.run("a", 2))
+        first = yield ctx.race(ctx.run("a", 3), ctx.sleep(60))
+        last = yield from ctx.run("a", 4)
+        return [both, first, last]
+
+    te = make_engine(
+        storage_factory,
+        {"composed": workflow("composed").activities(a=_noop, b=_noop).execute(composed)},
+    )
+    assert te.start("composed", 0, id="c").result() == [[1, 2], (0, 3), 4]
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,41 @@ COMPONENTS: dict[str, Schema] = {
             "error": {"type": ["object", "null"]},
             "parent_id": NULLABLE_STRING,
             "owner": {"type": ["object", "null"], "description": "Current claim holder."},
+            "input": ANY,
+            "failed_attempts": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/FailedAttempt"},
+                "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
+                "by step, the newest 10 retried ones of each step and its final failure.",
+            },
+        },
+        required=[
+            "id",
+            "workflow_type",
+            "version",
+            "status",
+            "created_at",
+            "updated_at",
+            "result",
+            "error",
+            "parent_id",
+            "owner",
+            "input",
+        ],
+    ),
+    "FailedAttempt": _obj(
+        {
+            "step": {"type": "string", "description": "Step number from 1, with its branch."},
+            "slot": {"type": "string"},
+            "activity": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "error_type": {"type": "string"},
+            "message": {"type": "string", "description": "Cut at 1,024 characters."},
+            "failed_at": {"type": ["number", "null"], "description": "Epoch seconds."},
+            "retry_at": {
+                "type": ["number", "null"],
+                "description": "When the next attempt is due; null after the last one.",
+            },
         }
     ),
     "WorkflowSummary": _obj(

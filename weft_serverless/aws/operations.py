@@ -57,6 +57,12 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "error": description.error,
         "parent_id": description.parent_id,
         "owner": description.owner,
+        "input": description.input,
+        **(
+            {}
+            if description.failed_attempts is None
+            else {"failed_attempts": list(description.failed_attempts)}
+        ),
     }
 
 
@@ -120,7 +126,7 @@ def list_workflows(request: Request) -> Reply:
 
 
 def describe_workflow(request: Request) -> Reply:
-    return 200, workflow_json(request.engine.describe(request.workflow_id))
+    return 200, workflow_json(request.engine.describe(request.workflow_id, attempts=True))
 
 
 def get_result(request: Request) -> Reply:

@@ -120,7 +120,7 @@ ROUTES: tuple[Route, ...] = (
         "describe_workflow",
         "GET",
         "/workflows/{workflow_id}",
-        "A workflow's status, result or error, and current owner.",
+        "A workflow's status, input, result or error, owner and failed activity attempts.",
         (200,),
         "Workflow",
     ),

@@ -119,7 +119,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from weft_serverless.engine.records import load_history
+    from weft_serverless.engine.records import failed_attempts, load_history
     from weft_serverless.errors import WorkflowNotFoundError
 
     with operator_engine(args) as engine:
@@ -129,12 +129,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     if history is None:
         raise WorkflowNotFoundError(args.id)
     steps = render.timeline(history)
+    failures = failed_attempts(history)
     buffered = {name: len(queue) for name, queue in history.signals.items() if queue}
     if args.json:
         out = {
             **_description_json(description),
             "owner": owner,
             "steps": [step.as_json() for step in steps],
+            "failed_attempts": failures,
             "buffered_signals": buffered,
         }
         print(render.dumps(out))
@@ -149,6 +151,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if description.parent_id:
         fields.append(("parent", description.parent_id))
     fields.append(("owner", _owner_text(owner)))
+    fields.append(("input", render.dumps(description.input)))
     if description.status == "completed":
         fields.append(("result", render.dumps(description.result)))
     if description.error:
@@ -164,6 +167,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(render.table(render.STEP_HEADERS, render.step_rows(steps)))
     else:
         print("no steps recorded yet")
+    if failures:
+        print("\nfailed attempts (newest 10 retried ones per step, and a final failure):")
+        print(render.table(render.FAILURE_HEADERS, render.failure_rows(failures)))
     return 0
 
 
@@ -205,6 +211,7 @@ def _description_json(description: WorkflowDescription) -> dict[str, Any]:
         "created_at": description.created_at,
         "updated_at": description.updated_at,
         "parent_id": description.parent_id,
+        "input": description.input,
         "result": description.result,
         "error": description.error,
     }

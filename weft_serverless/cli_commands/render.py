@@ -119,7 +119,7 @@ def timeline(history: History) -> list[Step]:
         operation = str(record.get("sig", "-"))  # parked steps with a record keep their signature
         step = Step(slot, keys.describe_slot(slot), operation, "waiting", due_at=record.get("due"))
         if attempt:
-            step.operation, step.attempts = "run", int(attempt)
+            step.operation, step.attempts = _activity_signature(history, slot), int(attempt)
             step.detail = "async activity: waiting for complete/fail"
         elif "child_id" in record:
             step.operation, step.detail = "child", f"waiting for child {record['child_id']}"
@@ -131,17 +131,50 @@ def timeline(history: History) -> list[Step]:
         if slot in steps or not attempts:
             continue
         last = attempts[-1]
+        failed = int(last.get("n", len(attempts)))
         steps[slot] = Step(
             slot,
             keys.describe_slot(slot),
-            "run",
+            str(last.get("sig") or "run"),
             "retrying",
-            attempts=len(attempts) + 1,
+            attempts=failed,
             due_at=last.get("due"),
-            detail=f"attempt {last.get('n')} failed: {last.get('type')}: {last.get('message')}",
+            detail=f"attempt {failed} failed: {last.get('type')}: {last.get('message')}; "
+            f"attempt {failed + 1} is due then",
         )
+    for step in steps.values():
+        if step.status in ("waiting", "retrying"):
+            _settle(step, history)
     _add_parked_parents(steps, history)
     return [steps[slot] for slot in sorted(steps)]
+
+
+def _activity_signature(history: History, slot: str) -> str:
+    """``run:<activity>`` of a step parked on an async attempt, when a record names it."""
+    for record in history.attempts.get(slot, [])[::-1]:
+        if record.get("sig"):
+            return str(record["sig"])
+    return "run"
+
+
+def _settle(step: Step, history: History) -> None:
+    """A parked record that no longer waits: its race or all already ended, or the run did."""
+    parts = step.slot.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        parent = history.ops.get(".".join(parts[:depth]))
+        if parent is None:
+            continue
+        if str(parent.get("sig", "")).startswith("race("):
+            step.status, step.detail = "lost", f"branch {int(parent.get('i', 0)) + 1} won"
+        else:
+            step.status, step.detail = "abandoned", "its all() failed first"
+        step.due_at = None
+        return
+    status = history.state.status
+    if status not in ("running", "suspended", "pending"):
+        step.status = "cancelled" if status in ("cancelled", "timed-out") else "abandoned"
+        step.detail = f"the run was {status} while it waited"
+        step.due_at = None
 
 
 def _add_parked_parents(steps: dict[str, Step], history: History) -> None:
@@ -153,6 +186,7 @@ def _add_parked_parents(steps: dict[str, Step], history: History) -> None:
         if top not in steps:
             steps[top] = Step(top, keys.describe_slot(top), "all/race", "waiting")
             steps[top].detail = "parked: branches below"
+            _settle(steps[top], history)
     if history.state.status not in ("running", "suspended"):
         return
     tops = [keys.counter_value(slot) for slot in steps if "." not in slot]
@@ -160,17 +194,31 @@ def _add_parked_parents(steps: dict[str, Step], history: History) -> None:
     parked_step = max(done) + 1 if done else 0
     parked = keys.step_slot(parked_step)
     if not tops or max(tops) < parked_step:
-        steps[parked] = Step(parked, keys.describe_slot(parked), "-", "waiting")
-        steps[parked].detail = "parked: waits for a signal, update or child (no timer)"
+        step = Step(parked, keys.describe_slot(parked), "-", "waiting")
+        started = sorted(key for key in history.started if key.split("#", 1)[0] == parked)
+        if started:
+            attempt = keys.counter_value(started[-1].split("#", 1)[1])
+            step.status, step.attempts = "unknown", attempt
+            step.detail = f"attempt {attempt} started; its outcome is not recorded (a crash?)"
+        else:
+            # Nothing is stored for this step yet: what it is lives only in the code.
+            step.detail = (
+                "nothing recorded yet: a step not started (e.g. an activity not run yet) or "
+                "a wait with no timeout (signal or condition)"
+            )
+        steps[parked] = step
 
 
 def _committed(slot: str, record: dict[str, Any], history: History, label: str) -> Step:
     signature = str(record.get("sig", "?"))
     failed_attempts = history.attempts.get(slot, [])
+    failed_before = (
+        int(failed_attempts[-1].get("n", len(failed_attempts))) if failed_attempts else 0
+    )
     attempts: int | None = record.get("a")
     if attempts is None and signature.startswith("run:"):
         err = record.get("err") or {}
-        attempts = err.get("attempts") or (len(failed_attempts) + 1 if failed_attempts else 1)
+        attempts = err.get("attempts") or failed_before + 1
     pending = history.pending.get(slot) or {}
     step = Step(slot, label, signature, "ok", attempts=attempts, due_at=pending.get("due"))
     step.committed_at = record.get("at")
@@ -186,10 +234,27 @@ def _committed(slot: str, record: dict[str, Any], history: History, label: str) 
     elif signature.startswith("race("):
         step.detail = f"branch {int(record.get('i', 0)) + 1} won"
     elif failed_attempts:
-        step.detail = f"{len(failed_attempts)} failed attempt(s) before"
+        step.detail = f"{failed_before} failed attempt(s) before"
     if step.due_at is not None and not step.detail:
         step.detail = "timer fired"
     return step
+
+
+def failure_rows(failures: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    """Rows of the failed-attempts table (see ``records.failed_attempts``)."""
+    return [
+        [
+            failure["step"],
+            failure["activity"],
+            failure["attempt"],
+            timestamp(failure["failed_at"]),
+            f"{failure['error_type']}: {failure['message']}",
+        ]
+        for failure in failures
+    ]
+
+
+FAILURE_HEADERS = ("STEP", "ACTIVITY", "ATTEMPT", "FAILED (UTC)", "ERROR")
 
 
 def step_rows(steps: Sequence[Step]) -> list[list[Any]]:

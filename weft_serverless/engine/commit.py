@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from weft_serverless.codec import decode, encode
+from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
 from .ownership import merge_conditions
@@ -73,7 +74,7 @@ def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
 def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
     ref = record.get("timer")
     due = record.get("due")
-    if not ref or due is None or due <= now:
+    if not ref or due is None or keys.is_due(now, due):
         return []
     return [Delete(Key(ref[0], ref[1]))]
 

@@ -19,6 +19,7 @@ from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     ActivityReconciliationError,
     CodecError,
+    CommandNotYieldedError,
     InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
@@ -148,9 +149,15 @@ class _Run:
                     else:
                         cmd = self.gen.send(outcome.value)
                 except StopIteration as stop:
+                    forgotten = self.ctx.unyielded()
+                    if forgotten:
+                        error = CommandNotYieldedError([c.signature() for c in forgotten])
+                        return self._fail(error)
                     return self._complete(stop.value)
                 except Exception as exc:
                     return self._fail(exc)
+                if isinstance(cmd, Command):
+                    self.ctx.mark_yielded(cmd)
                 if isinstance(cmd, GetVersion):
                     outcome = self._version(cmd, step)
                     continue

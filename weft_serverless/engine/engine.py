@@ -34,7 +34,7 @@ from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
 from .maintenance import Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
-from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState
+from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState, failed_attempts, load_history
 from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
 from .store_lease import StoreLease
 from .workflow_lease import WorkflowLease
@@ -227,12 +227,22 @@ class Engine:
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
         return WorkflowHandle(self, check_id(workflow_id))
 
-    def describe(self, workflow_id: str) -> WorkflowDescription:
-        data = self._rt.storage.get(keys.state_key(check_id(workflow_id)))
-        if data is None:
-            raise WorkflowNotFoundError(workflow_id)
+    def describe(self, workflow_id: str, *, attempts: bool = False) -> WorkflowDescription:
+        """The run's stored state (one point read). With ``attempts`` also its failed
+        activity attempts (``failed_attempts``), which costs a read of its whole partition."""
+        check_id(workflow_id)
+        if attempts:
+            history = load_history(self._rt.storage, workflow_id)
+            if history is None:
+                raise WorkflowNotFoundError(workflow_id)
+            state, failures = history.state, failed_attempts(history)
+        else:
+            data = self._rt.storage.get(keys.state_key(workflow_id))
+            if data is None:
+                raise WorkflowNotFoundError(workflow_id)
+            state, failures = WorkflowState.from_bytes(data), None
         owner = self._rt.fence.owner_of(workflow_id)
-        return WorkflowDescription.of(WorkflowState.from_bytes(data), owner)
+        return WorkflowDescription.of(state, owner, failures)
 
     def list(
         self,

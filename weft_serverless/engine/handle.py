@@ -34,9 +34,16 @@ class WorkflowDescription:
     error: dict[str, Any] | None
     parent_id: str | None
     owner: dict[str, Any] | None = None
+    input: Any = None
+    failed_attempts: tuple[dict[str, Any], ...] | None = None
 
     @classmethod
-    def of(cls, state: WorkflowState, owner: dict[str, Any] | None = None) -> WorkflowDescription:
+    def of(
+        cls,
+        state: WorkflowState,
+        owner: dict[str, Any] | None = None,
+        failed_attempts: list[dict[str, Any]] | None = None,
+    ) -> WorkflowDescription:
         return cls(
             id=state.id,
             workflow_type=state.type,
@@ -48,6 +55,8 @@ class WorkflowDescription:
             error=state.error,
             parent_id=(state.parent or {}).get("id"),
             owner=owner,
+            input=decode(state.input),
+            failed_attempts=None if failed_attempts is None else tuple(failed_attempts),
         )
 
     @property

@@ -98,6 +98,19 @@ def cut_message(message: str) -> str:
     return message[:MAX_ERROR_MESSAGE] + f"... [{len(message) - MAX_ERROR_MESSAGE} more characters]"
 
 
+ATTEMPT_HISTORY = 10
+"""Failed attempts kept per step (the newest); older retry records are deleted as new ones land."""
+MAX_ATTEMPT_MESSAGE = 1024
+
+
+def attempt_failure(number: int, error_type: str, message: str, at: float) -> dict[str, Any]:
+    """The stored facts of one failed attempt (a retry record carries them with its timer)."""
+    if len(message) > MAX_ATTEMPT_MESSAGE:
+        extra = len(message) - MAX_ATTEMPT_MESSAGE
+        message = message[:MAX_ATTEMPT_MESSAGE] + f"... [{extra} more characters]"
+    return {"n": number, "type": error_type[:256], "message": message, "at": at}
+
+
 def error_record(kind: str, error_type: str, message: str, **fields: Any) -> dict[str, Any]:
     return {"kind": kind, "type": error_type[:256], "message": cut_message(message), **fields}
 
@@ -147,6 +160,51 @@ class History:
         while a fresh read would give exactly these)."""
         s = self.state
         return (s.id, s.type, s.version, s.input, s.created_at, self.replayed)
+
+
+def failed_attempts(history: History) -> list[dict[str, Any]]:
+    """Every stored failed activity attempt, by step then attempt: the kept retry records
+    (the newest ``ATTEMPT_HISTORY`` of each step) and a step's final failure, if it failed."""
+    out: list[dict[str, Any]] = []
+    for slot in sorted(set(history.attempts) | set(history.ops)):
+        op = history.ops.get(slot) or {}
+        err = op.get("err") or {}
+        retried = history.attempts.get(slot, [])
+        final = [err] if op.get("ok", True) is False and err.get("kind") == "activity" else []
+        if not retried and not final:
+            continue
+        activity = str((retried[-1] if retried else op).get("sig", "run:"))[len("run:") :]
+        step = keys.describe_slot(slot)
+        for record in retried:
+            out.append(
+                _failure(step, slot, activity, record["n"], record, record.get("at"), record["due"])
+            )
+        for record in final:
+            out.append(
+                _failure(step, slot, activity, record["attempts"], record, op.get("at"), None)
+            )
+    return out
+
+
+def _failure(
+    step: str,
+    slot: str,
+    activity: str,
+    attempt: int,
+    record: dict[str, Any],
+    failed_at: float | None,
+    retry_at: float | None,
+) -> dict[str, Any]:
+    return {
+        "step": step,
+        "slot": slot,
+        "activity": activity,
+        "attempt": attempt,
+        "error_type": record.get("type", ""),
+        "message": record.get("message", ""),
+        "failed_at": failed_at,
+        "retry_at": retry_at,
+    }
 
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:

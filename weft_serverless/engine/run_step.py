@@ -3,13 +3,16 @@ reconciliation of idempotent activities after a crash.
 
 Attempt ``n`` of slot ``s`` leaves at most: a retry record (``att#s#n``, with its timer), an
 async-pending record (``pend#s@n``) answered by ``asyncres#s#n``, and for an idempotent
-activity one "started" record (``actrec#s``) written before the first attempt runs.
+activity one "started" record (``actrec#s``) written before the first attempt runs. Retry
+records are the step's failure history: the batch writing one deletes the one
+``ATTEMPT_HISTORY`` attempts older, so at most that many are kept (numbering reads ``n``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from weft_serverless.activity import ActivityContext, Verification
 from weft_serverless.codec import decode, encode
@@ -20,12 +23,13 @@ from weft_serverless.errors import (
     PayloadTooLargeError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
+from weft_serverless.storage.base import Condition, Delete, Put
 
 from .activities import AttemptResult, run_attempt
 from .commit import commit
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record
-from .records import error_record
+from .records import ATTEMPT_HISTORY, attempt_failure, error_record
+from .runtime import logger
 
 if TYPE_CHECKING:
     from .steps import StepRunner
@@ -40,9 +44,9 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
     activity = rt.activity(runner.definition, cmd.activity)
     attempts = runner.history.attempts.setdefault(slot, [])
     while True:
-        if attempts and rt.now() < attempts[-1]["due"]:
+        if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
             return None
-        number = len(attempts) + 1
+        number = int(attempts[-1]["n"]) + 1 if attempts else 1
         result = _async_outcome(runner, cmd, slot, number)
         if result is None and f"{slot}@{number}" in runner.history.pending:
             return None  # started asynchronously; waiting for complete/fail_activity
@@ -62,22 +66,61 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
         if result.ok:
             value = decode(result.value) if result.value is not None else None
             return runner.finish(slot, Outcome(value), {"v": result.value, "a": number})
-        if result.retryable and number < cmd.retry.max_attempts:
+        retries = result.retryable and number < cmd.retry.max_attempts
+        due = rt.now() + cmd.retry.backoff(number) if retries else None
+        failure = attempt_failure(number, result.error_type, result.message, rt.now())
+        _log_failed_attempt(runner, cmd, slot, failure, due)
+        if due is not None:
             rt.metrics.activity_retries += 1
-            due = rt.now() + cmd.retry.backoff(number)
             stored = runner.park(
                 keys.attempt_key(workflow_id, slot, number),
-                {"n": number, "type": result.error_type, "message": result.message},
+                failure,
                 due,
                 "retry",
                 f"r{slot}#{number}",
+                also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
+                if number > ATTEMPT_HISTORY
+                else [],
             )
             attempts.append(stored)
+            del attempts[:-ATTEMPT_HISTORY]
             continue
         err = error_record(
             "activity", result.error_type, result.message, activity=cmd.activity, attempts=number
         )
         return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+
+
+def _log_failed_attempt(
+    runner: StepRunner, cmd: Run, slot: str, failure: dict[str, Any], due: float | None
+) -> None:
+    """One structured WARNING per failed attempt, whether or not it will be retried."""
+    step = keys.describe_slot(slot)
+    then = "no retry left"
+    if due is not None:
+        then = "retry at " + dt.datetime.fromtimestamp(due, dt.UTC).isoformat(
+            timespec="milliseconds"
+        )
+    logger.warning(
+        "workflow %s: activity %r failed on attempt %d at step %s: %s: %s (%s)",
+        runner.workflow_id,
+        cmd.activity,
+        failure["n"],
+        step,
+        failure["type"],
+        failure["message"],
+        then,
+        extra={
+            "workflow_id": runner.workflow_id,
+            "workflow_type": runner.definition.name,
+            "step": step,
+            "activity": cmd.activity,
+            "attempt": failure["n"],
+            "error_type": failure["type"],
+            "error_message": failure["message"],
+            "next_retry_at": due,
+        },
+    )
 
 
 def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> AttemptResult | None:

@@ -8,7 +8,7 @@ record and its timer) is committed before returning ``None``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from weft_serverless.codec import decode, encode
@@ -132,14 +132,25 @@ class StepRunner:
             callback()
 
     def park(
-        self, record_key: Key, record: dict[str, Any], due: float, kind: str, tag: str
+        self,
+        record_key: Key,
+        record: dict[str, Any],
+        due: float,
+        kind: str,
+        tag: str,
+        also: Sequence[Op] = (),
     ) -> dict[str, Any]:
-        """Commit a pending fact together with the timer that will wake the workflow."""
+        """Commit a pending fact together with the timer that will wake the workflow (and
+        ``also``, in the same batch)."""
         timer = keys.timer_key(due, self.workflow_id, tag)
         stored = {**record, "sig": self._signature, "due": due, "timer": timer_ref(timer)}
         self.commit_parking(
             [Condition(record_key, None)],
-            [Put(record_key, encode(stored)), Put(timer, timer_value(self.workflow_id, kind))],
+            [
+                Put(record_key, encode(stored)),
+                Put(timer, timer_value(self.workflow_id, kind)),
+                *also,
+            ],
         )
         return stored
 
@@ -175,7 +186,7 @@ class StepRunner:
             pending = self.park(key, {}, self.rt.now() + seconds, kind, tag + slot)
             self.history.pending[slot] = pending
         due: float = pending["due"]
-        return self.rt.now() >= due
+        return keys.is_due(self.rt.now(), due)
 
     def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
         if self._timer_due(slot, cmd.seconds, "sleep", "s"):

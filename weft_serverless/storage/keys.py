@@ -200,20 +200,39 @@ def timer_partition(shard: int) -> str:
     return f"timers#{shard:02d}"
 
 
-def timer_key(due: float, workflow_id: str, tag: str) -> Key:
-    """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``).
+_FLOAT_NOISE_MS = 1e-3
+"""Below a microsecond, a time is float rounding (``T + 0.4`` is not ``T`` plus exactly 0.4 s)."""
 
-    The millisecond is rounded up, so a timer never fires before the exact time its step
-    compares against (a timer fired early would be deleted with its step still parked).
+
+def due_ms(due: float) -> int:
+    """The whole millisecond a due time falls due at: rounded up, float noise ignored."""
+    return math.ceil(due * 1000 - _FLOAT_NOISE_MS)
+
+
+def passed_ms(now: float) -> int:
+    """The last whole millisecond ``now`` has reached: rounded down, float noise ignored."""
+    return math.floor(now * 1000 + _FLOAT_NOISE_MS)
+
+
+def is_due(now: float, due: float) -> bool:
+    """Whether a step due at ``due`` has fallen due at ``now``.
+
+    Steps and timers compare the same whole milliseconds, so advancing by exactly the
+    duration a workflow asked for fires it, and a timer never fires before its step is due
+    (a timer fired early would be deleted with its step still parked).
     """
+    return passed_ms(now) >= due_ms(due)
+
+
+def timer_key(due: float, workflow_id: str, tag: str) -> Key:
+    """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``)."""
     shard = shard_of(workflow_id, TIMER_SHARDS)
-    due_ms = math.ceil(due * 1000)
-    return Key(timer_partition(shard), f"{due_ms:016d}#{enc(workflow_id)}#{tag}")
+    return Key(timer_partition(shard), f"{due_ms(due):016d}#{enc(workflow_id)}#{tag}")
 
 
 def timer_due_bound(now: float) -> str:
-    """Sort keys strictly below this bound are due at ``now`` (whole milliseconds passed)."""
-    return f"{math.floor(now * 1000) + 1:016d}"
+    """Sort keys strictly below this bound are due at ``now`` (see ``is_due``)."""
+    return f"{passed_ms(now) + 1:016d}"
 
 
 def timer_due_of(sort: str) -> float:
