@@ -25,11 +25,13 @@ from weft_serverless.commands import (
 )
 from weft_serverless.errors import (
     CodecError,
+    InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
     WeftError,
     WorkflowAlreadyExistsError,
 )
+from weft_serverless.identifiers import check_workflow_id
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
@@ -267,7 +269,10 @@ class StepRunner:
             )
         except (CodecError, PayloadTooLargeError) as exc:
             raise RaiseAtYield(exc) from None
-        child_id = cmd.id or f"{self.workflow_id}/{slot}"
+        try:  # a derived id grows with each generation, so it can pass the limit
+            child_id = check_workflow_id(cmd.id or f"{self.workflow_id}/{slot}", "child id")
+        except InvalidArgumentError as exc:
+            raise RaiseAtYield(exc) from None
         fragment = lifecycle.child_start_fragment(
             self.rt,
             self.workflow_id,
