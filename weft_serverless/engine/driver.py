@@ -22,6 +22,7 @@ from weft_serverless.errors import (
     InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
+    StorageLimitError,
     VersionMismatchError,
 )
 from weft_serverless.storage import keys
@@ -144,12 +145,21 @@ class _Run:
             except RaiseAtYield as raised:
                 outcome = Outcome(error=raised.error)
                 continue
+            except StorageLimitError as exc:  # refused before sending: nothing was written
+                outcome = Outcome(error=exc)
+                continue
             except (NondeterminismError, ActivityReconciliationError) as exc:
                 return self._fail(exc)
             if done is None:
                 _close_parked(self.gen, self.ctx.workflow_id)
                 return RUNNING
-            self.runner.commit_done(cmd, slot, done)
+            try:
+                self.runner.commit_done(cmd, slot, done)
+            except StorageLimitError as exc:
+                # The step's own writes cannot fit one atomic batch, now or on any retry:
+                # raise at the yield, so the run fails with the reason instead of looping.
+                outcome = Outcome(error=exc)
+                continue
             outcome = done.outcome
 
     def _version(self, cmd: GetVersion, step: int) -> Outcome:
@@ -189,9 +199,9 @@ class _Run:
             return self.history.state.status
         try:
             result = self.rt.encode_payload(value, "workflow result")
-        except (CodecError, PayloadTooLargeError) as exc:
+            lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
+        except (CodecError, PayloadTooLargeError, StorageLimitError) as exc:
             return self._fail(exc)
-        lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
         _wake_parent(self.history, self.runner.enqueue)
         return COMPLETED
 

@@ -219,7 +219,10 @@ class Engine:
         if data is None:
             raise WorkflowNotFoundError(workflow_id)
         owner = self._rt.fence.owner_of(workflow_id)
-        return WorkflowDescription.of(WorkflowState.from_bytes(data), owner)
+        state = WorkflowState.from_bytes(data)
+        if state.result_apart:
+            state.result = self._rt.storage.get(keys.result_key(workflow_id))
+        return WorkflowDescription.of(state, owner)
 
     def list(
         self,

@@ -37,7 +37,15 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle
-from .commit import commit, decode_value, stale_timer_deletes, timer_ref, timer_value
+from .commit import (
+    commit,
+    commit_cleanup,
+    commit_step,
+    decode_value,
+    stale_timer_deletes,
+    timer_ref,
+    timer_value,
+)
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .records import History, error_record
 from .run_step import advance_run
@@ -125,11 +133,12 @@ class StepRunner:
         key = keys.op_key(self.workflow_id, slot)
         conditions = [Condition(key, None), *done.conditions]
         ops: list[Op] = [Put(key, encode(record)), *done.ops]
-        commit(self.rt, self.workflow_id, conditions, ops)
+        left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
         for callback in done.after_commit:
             callback()
+        commit_cleanup(self.rt, self.workflow_id, left)
 
     def park(
         self, record_key: Key, record: dict[str, Any], due: float, kind: str, tag: str
@@ -147,7 +156,7 @@ class StepRunner:
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
-        done.ops.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
+        done.cleanup.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
     def log_warning(self, message: str) -> None:
@@ -245,6 +254,7 @@ class StepRunner:
                 conditions=done.conditions,
                 ops=done.ops,
                 after_commit=done.after_commit,
+                cleanup=done.cleanup,
             )
         return None
 
