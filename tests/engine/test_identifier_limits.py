@@ -164,3 +164,28 @@ def test_a_bad_identifier_in_workflow_code_fails_the_run_at_that_line(
     assert "InvalidArgumentError" in str(description.error)
     assert field in str(description.error)
     assert [sort for sort in workflow_keys(te.storage, workflow_id) if "%" in sort] == []
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda te: te.signal("w", "go\ud800"), "name"),
+        (lambda te: te.signal("w", "go", signal_id="id\udfff"), "signal_id"),
+        (lambda te: te.engine.update("w", "u\ud800", 1), "name"),
+        (lambda te: te.engine.update("w", "u", 1, update_id="\ud800"), "update_id"),
+        (lambda te: te.start("keyed", {}, id="x\ud800"), "id"),
+        (lambda te: te.start("keyed", {}, idempotency_key="\udc00"), "idempotency_key"),
+    ],
+    ids=["signal-name", "signal-id", "update-name", "update-id", "workflow-id", "idem-key"],
+)
+def test_a_lone_surrogate_in_an_identifier_is_an_invalid_argument_with_nothing_written(
+    storage_factory: Opener, call: Any, field: str
+) -> None:
+    """Never a UnicodeEncodeError from deep inside key encoding."""
+    store = CrashingStorage(storage_factory())
+    te = TestEngine(WORKFLOWS, storage=store)
+    with pytest.raises(InvalidArgumentError) as info:
+        call(te)
+    assert info.value.field == field
+    assert "lone surrogate" in str(info.value)
+    assert store.writes == 0

@@ -64,14 +64,19 @@ def _limited(max_batch_ops: int) -> MemoryStorage:
     return MemoryStorage(max_batch_ops=max_batch_ops)
 
 
+@pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
 @pytest.mark.parametrize("mode", ["all", "race"])
 def test_a_step_leaving_more_timers_than_a_batch_holds_still_commits(
-    storage_factory: Opener, mode: str
+    storage_factory: Opener, mode: str, ownership: str
 ) -> None:
     """120 timed waits: the step that ends them has more stale timers to delete than one
     DynamoDB transaction holds. Deleting a stale timer is cleanup, not part of the step, so it
-    goes in follow-up batches and the run finishes; no timer is left behind."""
-    te = make_engine(storage_factory, {"many": workflow("many").execute(_many_timed_waits)})
+    goes in follow-up batches (fenced like any write) and the run finishes; no timer is left."""
+    te = make_engine(
+        storage_factory,
+        {"many": workflow("many").execute(_many_timed_waits)},
+        ownership=ownership,
+    )
     handle = te.start("many", mode, id="many")
     assert len(stored_timers(te.storage)) == N_WAITS
     if mode == "race":
