@@ -9,11 +9,12 @@ with ``InvalidArgumentError`` naming the field, and nothing is written.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 from engine_helpers import Opener, workflow_keys
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from weft_serverless import InvalidArgumentError, workflow
@@ -52,13 +53,19 @@ SETTINGS = settings(
 )
 
 
-SEEN: set[tuple[str, str]] = set()
+_unique = itertools.count()
+PREFIX_BYTES = 8
 
 
-@SETTINGS
+def _unique_prefix() -> str:
+    """Examples share one store: an ASCII prefix keeps ids and idempotency keys apart."""
+    return f"{next(_unique):07d}~"
+
+
+@settings(SETTINGS, max_examples=20)
 @given(
-    workflow_id=fitted(MAX_WORKFLOW_ID_BYTES, printable=True),
-    idempotency_key=fitted(MAX_WORKFLOW_ID_BYTES),
+    workflow_id=fitted(MAX_WORKFLOW_ID_BYTES - PREFIX_BYTES, printable=True),
+    idempotency_key=fitted(MAX_WORKFLOW_ID_BYTES - PREFIX_BYTES),
     signal=fitted(MAX_NAME_BYTES),
     signal_id=fitted(MAX_DEDUP_ID_BYTES),
     update=fitted(MAX_NAME_BYTES),
@@ -66,7 +73,6 @@ SEEN: set[tuple[str, str]] = set()
     change=fitted(MAX_NAME_BYTES),
 )
 def test_an_accepted_identifier_never_fails_later_in_storage(
-    storage_backend: str,
     storage_factory: Opener,
     workflow_id: str,
     idempotency_key: str,
@@ -76,8 +82,10 @@ def test_an_accepted_identifier_never_fails_later_in_storage(
     update_id: str,
     change: str,
 ) -> None:
-    assume((storage_backend, workflow_id) not in SEEN)  # one store serves every example
-    SEEN.add((storage_backend, workflow_id))
+    workflow_id, idempotency_key = (
+        _unique_prefix() + workflow_id,
+        _unique_prefix() + idempotency_key,
+    )
     te = TestEngine(WORKFLOWS, storage=storage_factory())
     names = {"signal": signal, "update": update, "change": change}
     handle = te.start("keyed", names, id=workflow_id, idempotency_key=idempotency_key)
@@ -86,6 +94,82 @@ def test_an_accepted_identifier_never_fails_later_in_storage(
     assert te.engine.update(workflow_id, update, "again", update_id=update_id) == "u"
     te.signal(workflow_id, signal, "go", signal_id=signal_id)
     te.signal(workflow_id, signal, "go", signal_id=signal_id)
+    assert handle.result() == [2, "go"]
+
+
+def around(limit: int) -> st.SearchStrategy[str]:
+    """Text from well under to about twice ``limit`` UTF-8 bytes."""
+    return st.text(chars, min_size=1, max_size=limit // 2 + 8)
+
+
+def _fits(value: str, limit: int) -> bool:
+    return len(value.encode()) <= limit
+
+
+@settings(SETTINGS, max_examples=15)
+@given(
+    workflow_id=around(MAX_WORKFLOW_ID_BYTES),
+    idempotency_key=around(MAX_WORKFLOW_ID_BYTES),
+    signal=around(MAX_NAME_BYTES),
+    signal_id=around(MAX_DEDUP_ID_BYTES),
+    update=around(MAX_NAME_BYTES),
+    update_id=around(MAX_DEDUP_ID_BYTES),
+    change=around(MAX_NAME_BYTES),
+)
+def test_any_identifier_is_refused_at_its_call_or_never_fails_later(
+    storage_factory: Opener,
+    workflow_id: str,
+    idempotency_key: str,
+    signal: str,
+    signal_id: str,
+    update: str,
+    update_id: str,
+    change: str,
+) -> None:
+    """Each call either refuses an identifier over its limit (InvalidArgumentError naming it,
+    nothing written) or accepts it, and then the run finishes: it never stays running."""
+    workflow_id, idempotency_key = (
+        _unique_prefix() + workflow_id,
+        _unique_prefix() + idempotency_key,
+    )
+    store = CrashingStorage(storage_factory())
+    te = TestEngine(WORKFLOWS, storage=store)
+    names = {"signal": signal, "update": update, "change": change}
+    bad_start = {
+        field
+        for field, ok in [
+            ("id", _fits(workflow_id, MAX_WORKFLOW_ID_BYTES) and workflow_id.isprintable()),
+            ("idempotency_key", _fits(idempotency_key, MAX_WORKFLOW_ID_BYTES)),
+        ]
+        if not ok
+    }
+    if bad_start:
+        with pytest.raises(InvalidArgumentError) as info:
+            te.start("keyed", names, id=workflow_id, idempotency_key=idempotency_key)
+        assert info.value.field in bad_start
+        assert store.writes == 0
+        return
+    handle = te.start("keyed", names, id=workflow_id, idempotency_key=idempotency_key)
+    if not all(_fits(name, MAX_NAME_BYTES) for name in names.values()):
+        # Refused in workflow code, at the line that passed it: the run fails with the reason.
+        assert te.describe(workflow_id).status == "failed"
+        assert (te.describe(workflow_id).error or {}).get("type") == "InvalidArgumentError"
+        return
+    before = store.writes
+    if _fits(update_id, MAX_DEDUP_ID_BYTES):
+        assert te.engine.update(workflow_id, update, "u", update_id=update_id) == "u"
+    else:
+        with pytest.raises(InvalidArgumentError) as info:
+            te.engine.update(workflow_id, update, "u", update_id=update_id)
+        assert (info.value.field, store.writes) == ("update_id", before)
+    before = store.writes
+    if _fits(signal_id, MAX_DEDUP_ID_BYTES):
+        te.signal(workflow_id, signal, "go", signal_id=signal_id)
+    else:
+        with pytest.raises(InvalidArgumentError) as info:
+            te.signal(workflow_id, signal, "go", signal_id=signal_id)
+        assert (info.value.field, store.writes) == ("signal_id", before)
+        te.signal(workflow_id, signal, "go")
     assert handle.result() == [2, "go"]
 
 
