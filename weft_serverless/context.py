@@ -176,8 +176,7 @@ class WorkflowContext:
         lets it outlive this workflow; ``"request-cancel"`` returns the id too and cancels
         the child when this workflow ends.
         """
-        if not isinstance(workflow_type, str) or not workflow_type:
-            raise InvalidArgumentError("workflow_type must be a non-empty string")
+        check_identifier(workflow_type, "workflow_type", MAX_NAME_BYTES)
         if id is not None:
             check_workflow_id(id, "child id")
         if parent_close_policy not in PARENT_CLOSE_POLICIES:

@@ -17,7 +17,7 @@ from engine_helpers import Opener, workflow_keys
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from weft_serverless import InvalidArgumentError, workflow
+from weft_serverless import InvalidArgumentError, WorkflowBuilderError, workflow
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.testing import CrashingStorage, TestEngine
 
@@ -223,6 +223,7 @@ def test_an_identifier_over_its_byte_limit_or_with_a_surrogate_is_refused_at_the
         (lambda ctx: ctx.start_child("w", id="é" * 129), "w", "child id"),
         (lambda ctx: ctx.start_child("w"), "é" * 128, "child id"),
         (lambda ctx: ctx.wait_for_signal("bad\ud800"), "w", "signal name"),
+        (lambda ctx: ctx.start_child("w\ud800"), "w", "workflow_type"),
     ],
     ids=[
         "emoji-signal-name",
@@ -230,6 +231,7 @@ def test_an_identifier_over_its_byte_limit_or_with_a_surrogate_is_refused_at_the
         "long-child-id",
         "derived-child-id",
         "surrogate-signal-name",
+        "surrogate-child-type",
     ],
 )
 def test_a_bad_identifier_in_workflow_code_fails_the_run_at_that_line(
@@ -273,3 +275,11 @@ def test_a_lone_surrogate_in_an_identifier_is_an_invalid_argument_with_nothing_w
     assert info.value.field == field
     assert "lone surrogate" in str(info.value)
     assert store.writes == 0
+
+
+def test_a_lone_surrogate_in_a_workflow_or_activity_name_is_refused_by_the_builder() -> None:
+    """Names land in stored records; the builder reports them with its other issues."""
+    with pytest.raises(WorkflowBuilderError) as info:
+        workflow("w\ud800", version="1\udc00").activities(**{"a\ud800": len}).execute(_keyed)
+    assert len(info.value.issues) == 3
+    assert all("lone surrogate" in issue for issue in info.value.issues)
