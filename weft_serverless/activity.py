@@ -8,12 +8,16 @@ an idempotent activity again, when a crash left only its "started" record.
 from __future__ import annotations
 
 import base64
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from weft_serverless.errors import InvalidArgumentError
+from weft_serverless.identifiers import check_workflow_id
+
+_SLOT = re.compile(r"[0-9]{8}(?:\.[0-9]{3,6}){0,40}")  # keys.step_slot and branch_slot
 
 _local = threading.local()
 
@@ -118,8 +122,10 @@ def decode_token(token: str) -> tuple[str, str, int] | None:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
         version, workflow_id, slot, attempt = raw.split("\x1f")
-        if version != "v1":
+        if version != "v1" or not _SLOT.fullmatch(slot) or not 0 <= int(attempt) < 10**9:
             return None
-        return workflow_id, slot, int(attempt)
+        return check_workflow_id(workflow_id), slot, int(attempt)
+    except InvalidArgumentError:  # a forged id that no key could hold
+        return None
     except (ValueError, UnicodeDecodeError):
         return None

@@ -33,39 +33,47 @@ _EXT_TUPLE = 6
 _EXT_UUID = 7
 _EXT_TIMEDELTA = 8
 
+# Containers nested deeper than this are refused at encode time (see _depth_path).
+MAX_DEPTH = 128
+_CONTAINERS = (list, tuple, set, frozenset)
+_NESTING = (dict, *_CONTAINERS)
+
 
 def _default(obj: Any) -> msgpack.ExtType:
-    if isinstance(obj, _dt.datetime):
+    # Exact types only: strict_types sends subclasses (IntEnum, OrderedDict, a datetime
+    # subclass, ...) here too, and storing their base value would hand back another type
+    # after a crash, so they are refused like any unknown type.
+    kind = type(obj)
+    if kind is _dt.datetime:
         return msgpack.ExtType(_EXT_DATETIME, obj.isoformat().encode())
-    if isinstance(obj, _dt.date):
+    if kind is _dt.date:
         return msgpack.ExtType(_EXT_DATE, obj.isoformat().encode())
-    if isinstance(obj, _dt.timedelta):
+    if kind is _dt.timedelta:
         return msgpack.ExtType(_EXT_TIMEDELTA, _pack([obj.days, obj.seconds, obj.microseconds]))
-    if isinstance(obj, decimal.Decimal):
+    if kind is decimal.Decimal:
         return msgpack.ExtType(_EXT_DECIMAL, str(obj).encode())
-    if isinstance(obj, frozenset):
+    if kind is frozenset:
         return msgpack.ExtType(_EXT_FROZENSET, _pack(_sorted_if_possible(obj)))
-    if isinstance(obj, set):
+    if kind is set:
         return msgpack.ExtType(_EXT_SET, _pack(_sorted_if_possible(obj)))
-    if isinstance(obj, tuple):
+    if kind is tuple:
         return msgpack.ExtType(_EXT_TUPLE, _pack(list(obj)))
-    if isinstance(obj, uuid.UUID):
+    if kind is uuid.UUID:
         return msgpack.ExtType(_EXT_UUID, obj.bytes)
-    # strict_types sends subclasses here (IntEnum, StrEnum, OrderedDict, ...): store their
-    # plain base value, as json would.
-    if isinstance(obj, str):
-        return str.__str__(obj)  # the value, not an Enum's "Cls.NAME" rendering
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return float(obj)
-    if isinstance(obj, bytes):
-        return bytes(obj)
-    if isinstance(obj, dict):
-        return dict(obj)
-    if isinstance(obj, list):
-        return list(obj)
-    raise TypeError(f"cannot encode {type(obj).__name__}")
+    if isinstance(obj, _SUPPORTED):
+        base = _base_name(obj)
+        raise TypeError(f"a subclass of {base} would come back as another type; use {base}(x)")
+    raise TypeError(f"cannot encode {kind.__name__}")
+
+
+_SUPPORTED = (
+    bool, int, float, str, bytes, list, dict, tuple, set, frozenset,
+    _dt.datetime, _dt.date, _dt.timedelta, decimal.Decimal, uuid.UUID,
+)  # fmt: skip
+
+
+def _base_name(obj: Any) -> str:
+    return next(base.__name__ for base in _SUPPORTED if isinstance(obj, base))
 
 
 def _sorted_if_possible(items: set[Any] | frozenset[Any]) -> list[Any]:
@@ -107,18 +115,56 @@ def _unpack(data: bytes) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode ``value``; on failure raise ``CodecError`` naming the path inside it."""
+    too_deep = _depth_path(value, what)
+    if too_deep:
+        raise CodecError(
+            f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels (at {too_deep}); "
+            "flatten the data",
+            path=too_deep,
+        )
     try:
         return _pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
         if not path:  # no single part to blame: the value as a whole
             path, bad = what, value
-        raise CodecError(
-            f"cannot encode {path}: {type(bad).__name__} is not supported "
-            f"({exc}); use plain data (dict, list, str, int, float, bool, None, bytes, "
-            "datetime, Decimal, set, tuple, UUID)",
-            path=path,
-        ) from None
+        if type(bad) is str:  # the only str the codec refuses holds a lone surrogate
+            reason = "the text holds a lone surrogate, which UTF-8 cannot encode; fix the text"
+        else:
+            reason = (
+                f"{type(bad).__name__} is not supported ({exc}); use plain data (dict, list, "
+                "str, int, float, bool, None, bytes, datetime, Decimal, set, tuple, UUID)"
+            )
+        raise CodecError(f"cannot encode {path}: {reason}", path=path) from None
+
+
+def _depth_path(value: Any, what: str) -> str:
+    """The path of a container nested deeper than ``MAX_DEPTH``, or ``""``.
+
+    Walked with an explicit stack, so a hostile value cannot exhaust Python's recursion
+    limit here, and bounded up front so a value that encodes can also always be decoded.
+    Only containers are pushed; each carries a link to its parent to rebuild the path.
+    """
+    Link = tuple[Any, "str"] | None
+    if type(value) not in _NESTING:
+        return ""
+    stack: list[tuple[Any, int, Link]] = [(value, 1, None)]
+    while stack:
+        item, depth, link = stack.pop()
+        if depth > MAX_DEPTH:
+            parts: list[str] = []
+            while link is not None:
+                link, label = link
+                parts.append(label)
+            return what + "".join(reversed(parts))
+        if type(item) is dict:
+            pairs: Any = ((f"[{key!r}]", child) for key, child in item.items())
+        else:
+            pairs = ((f"[{index}]", child) for index, child in enumerate(item))
+        stack.extend(
+            (child, depth + 1, (link, label)) for label, child in pairs if type(child) in _NESTING
+        )
+    return ""
 
 
 def decode(data: bytes) -> Any:
@@ -154,7 +200,7 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
 
     Each leaf is tried with the codec itself, so the walk can never disagree with it.
     """
-    if isinstance(value, dict):
+    if type(value) is dict:
         for key, item in value.items():
             if not _packs(key):
                 return f"{path} key {key!r}", key
@@ -162,7 +208,7 @@ def _find_unencodable(value: Any, path: str) -> tuple[str, Any]:
             if found[0]:
                 return found
         return "", None
-    if isinstance(value, list | tuple | set | frozenset):
+    if type(value) in _CONTAINERS:
         for index, item in enumerate(value):
             found = _find_unencodable(item, f"{path}[{index}]")
             if found[0]:

@@ -31,6 +31,12 @@ from weft_serverless.commands import (
     parse_duration,
 )
 from weft_serverless.errors import InvalidArgumentError, UnknownActivityError
+from weft_serverless.identifiers import (
+    MAX_NAME_BYTES,
+    MAX_WORKFLOW_ID_BYTES,
+    check_identifier,
+    check_workflow_id,
+)
 from weft_serverless.saga import Saga
 from weft_serverless.workflow import WorkflowDefinition
 
@@ -109,8 +115,7 @@ class WorkflowContext:
         update stores nothing. Handlers must only change workflow state (no I/O): replay
         calls them again to rebuild that state.
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError("update name must be a non-empty string")
+        check_identifier(name, "update name", MAX_NAME_BYTES)
         if not callable(handler) or (validator is not None and not callable(validator)):
             raise InvalidArgumentError("update handler and validator must be callable")
         self.update_handlers[name] = (handler, validator)
@@ -145,10 +150,8 @@ class WorkflowContext:
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
         if seconds == 0:
             raise InvalidArgumentError("timeout must be > 0 seconds")
-        if idempotency_key is not None and (
-            not isinstance(idempotency_key, str) or not idempotency_key
-        ):
-            raise InvalidArgumentError("idempotency_key must be a non-empty string")
+        if idempotency_key is not None:
+            check_identifier(idempotency_key, "idempotency_key", MAX_WORKFLOW_ID_BYTES)
         return self._made(Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key))
 
     def activity_name(self, activity: str | Callable[..., Any]) -> str:
@@ -169,8 +172,7 @@ class WorkflowContext:
 
     def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> WaitForSignal:
         """Receive the next ``name`` signal's payload, or ``None`` once ``timeout`` passes."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError("signal name must be a non-empty string")
+        check_identifier(name, "signal name", MAX_NAME_BYTES)
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
         return self._made(WaitForSignal(name, seconds))
 
@@ -197,10 +199,9 @@ class WorkflowContext:
         lets it outlive this workflow; ``"request-cancel"`` returns the id too and cancels
         the child when this workflow ends.
         """
-        if not isinstance(workflow_type, str) or not workflow_type:
-            raise InvalidArgumentError("workflow_type must be a non-empty string")
-        if id is not None and (not isinstance(id, str) or not id):
-            raise InvalidArgumentError("child id must be a non-empty string")
+        check_identifier(workflow_type, "workflow_type", MAX_NAME_BYTES)
+        if id is not None:
+            check_workflow_id(id, "child id")
         if parent_close_policy not in PARENT_CLOSE_POLICIES:
             raise InvalidArgumentError(
                 f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}"
@@ -225,8 +226,7 @@ class WorkflowContext:
         Runs that passed this point before the change get ``min_supported``; new runs get
         ``max_supported``; each run keeps its answer. Yielding it takes no step slot.
         """
-        if not isinstance(change_id, str) or not change_id:
-            raise InvalidArgumentError("change_id must be a non-empty string")
+        check_identifier(change_id, "change_id", MAX_NAME_BYTES)
         if not (isinstance(min_supported, int) and isinstance(max_supported, int)):
             raise InvalidArgumentError("versions must be integers")
         if min_supported > max_supported:
@@ -251,8 +251,7 @@ class WorkflowContext:
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Record:
         """Compute ``fn()`` once and record it under ``key``."""
-        if not isinstance(key, str) or not key:
-            raise InvalidArgumentError("memo key must be a non-empty string")
+        check_identifier(key, "memo key", MAX_NAME_BYTES)
         if not callable(fn):
             raise InvalidArgumentError("memo fn must be callable")
         return self._made(Record(f"memo:{key}", fn))

@@ -102,8 +102,12 @@ class WorkflowBuilder:
         self._done = False
         if not isinstance(name, str) or not name.strip():
             self._issues.append("name must be a non-empty string")
+        elif not _is_text(name):
+            self._issues.append("name holds a lone surrogate, which UTF-8 cannot encode")
         if not isinstance(version, str) or not version:
             self._issues.append("version must be a non-empty string")
+        elif not _is_text(version):
+            self._issues.append("version holds a lone surrogate, which UTF-8 cannot encode")
 
     def activities(self, **fns: Callable[..., Any] | ActivitySpec) -> WorkflowBuilder:
         """Declare the activities this workflow may run, by name."""
@@ -112,6 +116,9 @@ class WorkflowBuilder:
             return self
         self._activities = {}
         for activity_name, spec in fns.items():
+            if not _is_text(activity_name):
+                self._issues.append(f"activity name {activity_name!r} holds a lone surrogate")
+                continue
             fn = spec.fn if isinstance(spec, ActivitySpec) else spec
             if not callable(fn):
                 self._issues.append(f"activity {activity_name!r} is not callable")
@@ -149,6 +156,15 @@ class WorkflowBuilder:
         return WorkflowDefinition(
             self._name, self._version, fn, MappingProxyType(activities), self._compatible
         )
+
+
+def _is_text(value: str) -> bool:
+    """Whether ``value`` encodes as UTF-8 (names end up in stored records and keys)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def workflow(

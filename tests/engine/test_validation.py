@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import enum
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from weft_serverless import (
     WeftError,
     WorkflowBuilderError,
     WorkflowFailedError,
+    codec,
     workflow,
 )
 from weft_serverless.testing import CrashingStorage, TestEngine
@@ -399,6 +402,51 @@ def test_unencodable_input_names_the_path_and_writes_nothing(storage_factory: Op
     assert "Opaque" in str(info.value)
     assert store.writes == 0
     assert te.list() == []
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "says"),
+    [
+        ({"level": _Level.LOW}, "workflow input['level']", "subclass of int"),
+        ({"o": collections.OrderedDict(a=1)}, "workflow input['o']", "subclass of dict"),
+        ({"name": "bad\ud800"}, "workflow input['name']", "lone surrogate"),
+        ({"bad\udfff": 1}, "workflow input key 'bad\\udfff'", "lone surrogate"),
+        (_nested(100_000), "workflow input" + "[0]" * codec.MAX_DEPTH, "deeper than 128"),
+    ],
+    ids=["int-enum", "ordered-dict", "surrogate-value", "surrogate-key", "deep-nesting"],
+)
+def test_documented_refusals_are_codec_errors_and_write_nothing(
+    storage_factory: Opener, value: Any, path: str, says: str
+) -> None:
+    """Subclasses of supported types, lone surrogates and deep nesting raise CodecError at the
+    call (never a silent conversion, UnicodeEncodeError or RecursionError); nothing is written."""
+    store = CrashingStorage(storage_factory())
+    te = TestEngine({"w": workflow("w").activities(a=_noop).execute(_one_step)}, storage=store)
+    with pytest.raises(CodecError) as info:
+        te.start("w", value, id="w")
+    assert info.value.path == path
+    assert says in str(info.value)
+    assert store.writes == 0
+
+
+def test_nesting_at_the_limit_round_trips(storage_factory: Opener) -> None:
+    """A value nested exactly MAX_DEPTH deep (tuples recurse in Python) is kept and replayed."""
+    deep: Any = ()
+    for _ in range(codec.MAX_DEPTH - 1):
+        deep = (deep,)
+    te = make_engine(storage_factory, {"w": workflow("w").activities(a=_noop).execute(_one_step)})
+    assert te.start("w", deep, id="w").result() == deep
 
 
 def test_unencodable_signal_payload_is_refused_without_writing(storage_factory: Opener) -> None:

@@ -8,9 +8,10 @@ from typing import Any
 
 from weft_serverless.commands import parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
+from weft_serverless.identifiers import MAX_WORKFLOW_ID_BYTES, check_workflow_id
 from weft_serverless.workflow import WorkflowDefinition
 
-MAX_WORKFLOW_ID_LENGTH = 256
+MAX_WORKFLOW_ID_LENGTH = MAX_WORKFLOW_ID_BYTES  # ASCII ids: characters are bytes
 Duration = float | int | str | datetime.timedelta
 
 
@@ -30,16 +31,8 @@ def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
             )
 
 
-def check_id(workflow_id: Any) -> str:
-    if not isinstance(workflow_id, str) or not workflow_id:
-        raise InvalidArgumentError("workflow id must be a non-empty string")
-    if len(workflow_id) > MAX_WORKFLOW_ID_LENGTH:
-        raise InvalidArgumentError(
-            f"workflow id is {len(workflow_id)} characters, over {MAX_WORKFLOW_ID_LENGTH}"
-        )
-    if not workflow_id.isprintable():
-        raise InvalidArgumentError("workflow id must not contain control characters")
-    return workflow_id
+def check_id(workflow_id: Any, field: str = "workflow_id") -> str:
+    return check_workflow_id(workflow_id, field)
 
 
 def start_time(

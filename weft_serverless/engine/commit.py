@@ -43,6 +43,38 @@ def commit(
         raise LostCommit(workflow_id)
 
 
+def commit_step(
+    rt: Runtime,
+    workflow_id: str,
+    conditions: Sequence[Condition],
+    ops: Sequence[Op],
+    cleanup: Sequence[Op],
+) -> list[list[Op]]:
+    """Commit a step's batch plus as many of its ``cleanup`` deletes as the batch has room for.
+
+    ``cleanup`` deletes timers the step made stale. A stale timer only wakes the workflow to
+    find nothing to do (ADR 0002), so these deletes are not part of the step's atomicity: the
+    ones that do not fit are returned in chunks for ``commit_cleanup`` after the step, and a
+    crash in between leaves only harmless wake-ups. The step's own writes are never split;
+    if they exceed the batch limit the storage refuses them with ``StorageLimitError``.
+    """
+    fence = rt.fence.conditions(workflow_id)
+    taken = {c.key for c in (*conditions, *fence)} | {op.key for op in ops}
+    extra = list({op.key: op for op in cleanup if op.key not in taken}.values())
+    limit = rt.storage.capabilities().max_batch_ops
+    room = max(0, limit - len(taken))
+    commit(rt, workflow_id, conditions, [*ops, *extra[:room]])
+    size = max(1, limit - len(fence))
+    rest = extra[room:]
+    return [rest[start : start + size] for start in range(0, len(rest), size)]
+
+
+def commit_cleanup(rt: Runtime, workflow_id: str, chunks: Sequence[Sequence[Op]]) -> None:
+    """Apply the cleanup chunks ``commit_step`` left over, each fenced like any write."""
+    for chunk in chunks:
+        commit(rt, workflow_id, [], chunk)
+
+
 def timer_value(workflow_id: str, kind: str, *, retained: int = 0) -> bytes:
     """A timer's value; ``retained`` counts the passes that had to leave it (its backoff)."""
     if retained:

@@ -23,6 +23,7 @@ from weft_serverless.errors import (
     InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
+    StorageLimitError,
     VersionMismatchError,
 )
 from weft_serverless.storage import keys
@@ -185,6 +186,9 @@ class _Run:
             except RaiseAtYield as raised:
                 outcome = Outcome(error=raised.error)
                 continue
+            except StorageLimitError as exc:  # refused before sending: nothing was written
+                outcome = Outcome(error=exc)
+                continue
             except (NondeterminismError, ActivityReconciliationError) as exc:
                 return self._fail(exc)
             if done is None:
@@ -192,7 +196,13 @@ class _Run:
                     self.runner.commit_parking([], [])
                 self._park(cmd, step)
                 return RUNNING
-            self.runner.commit_done(cmd, slot, done)
+            try:
+                self.runner.commit_done(cmd, slot, done)
+            except StorageLimitError as exc:
+                # The step's own writes cannot fit one atomic batch, now or on any retry:
+                # raise at the yield, so the run fails with the reason instead of looping.
+                outcome = Outcome(error=exc)
+                continue
             outcome = done.outcome
 
     def _park(self, cmd: Command[Any], step: int) -> None:
@@ -241,9 +251,9 @@ class _Run:
             return self.history.state.status
         try:
             result = self.rt.encode_payload(value, "workflow result")
-        except (CodecError, PayloadTooLargeError) as exc:
+            lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
+        except (CodecError, PayloadTooLargeError, StorageLimitError) as exc:
             return self._fail(exc)
-        lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
         _wake_parent(self.history, self.runner.enqueue)
         return COMPLETED
 

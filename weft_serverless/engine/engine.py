@@ -19,6 +19,7 @@ from weft_serverless.errors import (
     WorkflowBusyError,
     WorkflowNotFoundError,
 )
+from weft_serverless.identifiers import MAX_WORKFLOW_ID_BYTES, check_identifier
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
@@ -197,12 +198,8 @@ class Engine:
         start_at: float | datetime.datetime | None,
         start_after: Duration | None,
     ) -> WorkflowState:
-        if idempotency_key is not None and (
-            not isinstance(idempotency_key, str) or not idempotency_key
-        ):
-            raise InvalidArgumentError(
-                "idempotency_key must be a non-empty string", "idempotency_key"
-            )
+        if idempotency_key is not None:
+            check_identifier(idempotency_key, "idempotency_key", MAX_WORKFLOW_ID_BYTES)
         if start_at is not None and start_after is not None:
             raise InvalidArgumentError("pass start_at or start_after, not both", "start_after")
         due = start_time(self._rt.now(), start_at, start_after)
@@ -217,7 +214,7 @@ class Engine:
         return lifecycle.new_state(
             self._rt,
             workflow_type,
-            check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex,
+            check_id(workflow_id, "id") if workflow_id is not None else uuid.uuid4().hex,
             encoded,
             idempotency_key=idempotency_key,
             start_at=due,
@@ -242,6 +239,8 @@ class Engine:
                 raise WorkflowNotFoundError(workflow_id)
             state, failures = WorkflowState.from_bytes(data), None
         owner = self._rt.fence.owner_of(workflow_id)
+        if state.result_apart:
+            state.result = self._rt.storage.get(keys.result_key(workflow_id))
         return WorkflowDescription.of(state, owner, failures)
 
     def list(

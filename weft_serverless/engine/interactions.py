@@ -22,6 +22,7 @@ from weft_serverless.errors import (
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
+from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, check_identifier
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from .dispatch import Dispatcher
     from .runtime import Runtime
 
-MAX_UPDATE_ID_LENGTH = 128
+MAX_UPDATE_ID_LENGTH = MAX_DEDUP_ID_BYTES  # ASCII ids: characters are bytes
 DEFAULT_UPDATE_WAIT = 30.0  # how long an update waits for a drive on this engine to finish
 
 
@@ -49,14 +50,9 @@ def send_update(
     update_id: str | None,
     timeout: float | None,
 ) -> Any:
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError("update name must be a non-empty string")
-    if update_id is not None and (
-        not isinstance(update_id, str) or not update_id or len(update_id) > MAX_UPDATE_ID_LENGTH
-    ):
-        raise InvalidArgumentError(
-            f"update_id must be a non-empty string of at most {MAX_UPDATE_ID_LENGTH} characters"
-        )
+    check_identifier(name, "name", MAX_NAME_BYTES)
+    if update_id is not None:
+        check_identifier(update_id, "update_id", MAX_DEDUP_ID_BYTES)
     encoded = rt.encode_payload(payload, f"payload of update {name!r}")
     update = IncomingUpdate(update_id or uuid.uuid4().hex, name, encoded)
     with dispatcher.exclusive(workflow_id, DEFAULT_UPDATE_WAIT if timeout is None else timeout):

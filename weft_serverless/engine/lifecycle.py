@@ -256,6 +256,7 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     new, ops = transition_ops(history.state, status, rt.now(), result, error)
+    ops = _result_apart_if_too_big(rt, new, ops)
     closing = bool(open_children(history.pending, history.children))
     if closing:
         ops.append(close_children_timer(new.id, rt.now()))
@@ -272,6 +273,20 @@ def finish(
     if closing:
         rt.closed_runs.append(new.id)
     return new
+
+
+def _result_apart_if_too_big(rt: Runtime, new: WorkflowState, ops: list[Op]) -> list[Op]:
+    """Move the result to its own record when input and result together overflow one value.
+
+    Each payload fits a record on its own (``payload_limit``), but the state record holds
+    the input too: without this a run within the limits could never commit its end.
+    """
+    state_put = ops[0]
+    assert isinstance(state_put, Put) and state_put.key == keys.state_key(new.id)
+    if new.result is None or len(state_put.value) <= rt.storage.capabilities().max_value_bytes:
+        return ops
+    result, new.result, new.result_apart = new.result, None, True
+    return [Put(state_put.key, new.to_bytes()), Put(keys.result_key(new.id), result), *ops[1:]]
 
 
 def open_children(pending: Mapping[str, dict[str, Any]], finished: Container[str]) -> list[str]:

@@ -27,6 +27,8 @@ class Done:
     conditions: list[Condition] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)
+    # Deletes of timers this step made stale: best effort, split off if the batch is full.
+    cleanup: list[Op] = field(default_factory=list)
 
 
 def error_from_record(err: dict[str, Any]) -> BaseException:

@@ -47,8 +47,11 @@ class WorkflowState:
     parent: dict[str, Any] | None = None
     idempotency_key: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # The result is in its own record (keys.result_key): input and result did not fit in one.
+    result_apart: bool = False
 
     def to_bytes(self) -> bytes:
+        apart = {"rapart": True} if self.result_apart else {}
         return encode(
             {
                 "sv": SCHEMA_VERSION,
@@ -64,6 +67,7 @@ class WorkflowState:
                 "parent": self.parent,
                 "idem": self.idempotency_key,
                 "extra": self.extra,
+                **apart,
             }
         )
 
@@ -85,6 +89,7 @@ class WorkflowState:
             parent=raw.get("parent"),
             idempotency_key=raw.get("idem"),
             extra=raw.get("extra") or {},
+            result_apart=bool(raw.get("rapart")),
         )
 
 

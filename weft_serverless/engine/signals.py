@@ -12,10 +12,10 @@ from typing import Any
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import (
-    InvalidArgumentError,
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
+from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, check_identifier
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
@@ -26,21 +26,16 @@ from .runtime import Runtime
 _sequence = itertools.count()
 _process_tag = uuid.uuid4().hex[:6]
 
-MAX_SIGNAL_ID_LENGTH = 128
+MAX_SIGNAL_ID_LENGTH = MAX_DEDUP_ID_BYTES  # ASCII ids: characters are bytes
 
 
 def delivery_ops(
     rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None
 ) -> list[Op]:
     """The writes that buffer one signal (checked and encoded before anything is written)."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError("signal name must be a non-empty string")
-    if signal_id is not None and (
-        not isinstance(signal_id, str) or not signal_id or len(signal_id) > MAX_SIGNAL_ID_LENGTH
-    ):
-        raise InvalidArgumentError(
-            f"signal_id must be a non-empty string of at most {MAX_SIGNAL_ID_LENGTH} characters"
-        )
+    check_identifier(name, "name", MAX_NAME_BYTES)
+    if signal_id is not None:
+        check_identifier(signal_id, "signal_id", MAX_DEDUP_ID_BYTES)
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"

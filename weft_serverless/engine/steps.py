@@ -25,17 +25,28 @@ from weft_serverless.commands import (
 )
 from weft_serverless.errors import (
     CodecError,
+    InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
     WeftError,
     WorkflowAlreadyExistsError,
 )
+from weft_serverless.identifiers import check_workflow_id
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle, wakeups
-from .commit import LostCommit, commit, decode_value, stale_timer_deletes, timer_ref, timer_value
+from .commit import (
+    LostCommit,
+    commit,
+    commit_cleanup,
+    commit_step,
+    decode_value,
+    stale_timer_deletes,
+    timer_ref,
+    timer_value,
+)
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .ownership import Fragment
 from .records import History, error_record
@@ -124,12 +135,13 @@ class StepRunner:
         key = keys.op_key(self.workflow_id, slot)
         conditions = [Condition(key, None), *done.conditions]
         ops: list[Op] = [Put(key, encode(record)), *done.ops]
-        commit(self.rt, self.workflow_id, conditions, ops)
+        left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
         self.history.note(ops)
         for callback in done.after_commit:
             callback()
+        commit_cleanup(self.rt, self.workflow_id, left)
 
     def park(
         self,
@@ -161,7 +173,7 @@ class StepRunner:
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
-        done.ops.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
+        done.cleanup.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
     def log_warning(self, message: str) -> None:
@@ -262,6 +274,7 @@ class StepRunner:
                 conditions=done.conditions,
                 ops=done.ops,
                 after_commit=done.after_commit,
+                cleanup=done.cleanup,
             )
         return None
 
@@ -286,7 +299,10 @@ class StepRunner:
             )
         except (CodecError, PayloadTooLargeError) as exc:
             raise RaiseAtYield(exc) from None
-        child_id = cmd.id or f"{self.workflow_id}/{slot}"
+        try:  # a derived id grows with each generation, so it can pass the limit
+            child_id = check_workflow_id(cmd.id or f"{self.workflow_id}/{slot}", "child id")
+        except InvalidArgumentError as exc:
+            raise RaiseAtYield(exc) from None
 
         def start(epoch: bytes | None) -> Fragment | WeftError:
             return lifecycle.child_start_fragment(

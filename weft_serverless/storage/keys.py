@@ -27,6 +27,7 @@ STATUS_SHARDS = 4
 CLAIM_SHARDS = 4
 
 STATE = "state"
+RESULT = "result"
 OP_PREFIX = "op#"
 PENDING_PREFIX = "pend#"
 ATTEMPT_PREFIX = "att#"
@@ -105,6 +106,11 @@ def workflow_partition(workflow_id: str) -> str:
 
 def state_key(workflow_id: str) -> Key:
     return Key(workflow_partition(workflow_id), STATE)
+
+
+def result_key(workflow_id: str) -> Key:
+    """A finished run's result, when it does not fit in the state record beside its input."""
+    return Key(workflow_partition(workflow_id), RESULT)
 
 
 def step_slot(step: int) -> str:

@@ -7,11 +7,13 @@ makes every batch trivially atomic and keeps the reference semantics easy to tru
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.storage.base import (
     Capabilities,
     Condition,
@@ -47,13 +49,17 @@ class MemoryStorage(Storage):
     Copying is cheap because values are immutable ``bytes`` shared by reference.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_batch_ops: int = _CAPABILITIES.max_batch_ops) -> None:
+        """``max_batch_ops`` lowers the batch limit, to test a store with DynamoDB's 100."""
         super().__init__()
+        if max_batch_ops < 2:
+            raise InvalidArgumentError("max_batch_ops must be at least 2", "max_batch_ops")
+        self._capabilities = dataclasses.replace(_CAPABILITIES, max_batch_ops=max_batch_ops)
         self._lock = threading.Lock()
         self._partitions: dict[str, _Partition] = {}
 
     def capabilities(self) -> Capabilities:
-        return _CAPABILITIES
+        return self._capabilities
 
     def _get(self, key: Key) -> bytes | None:
         with self._lock:

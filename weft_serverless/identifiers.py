@@ -1,0 +1,51 @@
+"""Identifier limits, in UTF-8 bytes, checked once at the call that receives the identifier.
+
+Ids and names become parts of storage keys, percent-encoded (``storage/keys.py``): each
+UTF-8 byte outside ``A-Z a-z 0-9 - _ . ~ @ :`` becomes three ASCII bytes. Every limit below
+is sized so that three times it, plus the fixed part of its longest key, fits the smallest key
+part of any backend (1,024 bytes: DynamoDB's sort key), so an identifier accepted here can
+never fail later in storage (ADR 0012; ``tests/unit/test_identifier_budget.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weft_serverless.errors import InvalidArgumentError
+
+MAX_WORKFLOW_ID_BYTES = 256
+"""Workflow ids, child ids and idempotency keys (in timer, status and claim sort keys)."""
+MAX_NAME_BYTES = 256
+"""Signal names, update names and ``get_version`` change ids."""
+MAX_DEDUP_ID_BYTES = 128
+"""``signal_id`` and ``update_id``."""
+
+
+def check_identifier(value: Any, field: str, max_bytes: int) -> str:
+    """Return ``value`` if it is a non-empty string of at most ``max_bytes`` UTF-8 bytes.
+
+    Raises ``InvalidArgumentError`` naming ``field`` otherwise, before anything is written.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{field} must be a non-empty string", field)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(
+            f"{field} holds a lone surrogate, which UTF-8 cannot encode; pass valid text", field
+        ) from None
+    if size > max_bytes:
+        raise InvalidArgumentError(
+            f"{field} is {size} bytes in UTF-8, over the limit of {max_bytes} bytes "
+            "(letters outside ASCII take 2 to 4 bytes each); use a shorter one",
+            field,
+        )
+    return value
+
+
+def check_workflow_id(value: Any, field: str = "workflow id") -> str:
+    """A workflow (or child) id: an identifier that also has no control characters."""
+    check_identifier(value, field, MAX_WORKFLOW_ID_BYTES)
+    if not value.isprintable():
+        raise InvalidArgumentError(f"{field} must not contain control characters", field)
+    return str(value)
