@@ -104,6 +104,7 @@ def _leaf(ctx: Any, _: Any) -> Any:
 
 
 def _abandoning(ctx: Any, catch: bool) -> Any:
+    yield ctx.sleep("1s")  # woken by its timer: the run then holds no wake-up of its own
     try:
         yield ctx.start_child("leaf", None, id="child-1", parent_close_policy="abandon")
     except Exception as exc:
@@ -115,7 +116,7 @@ def _abandoning(ctx: Any, catch: bool) -> Any:
 
 # A start takes 2 actions; a child started with policy "abandon" takes 4 (the child's state
 # and index entry, the parent's op record and the child's wake-up): it cannot fit in 3.
-SMALL_BATCHES = 3
+SMALL_BATCHES = 4
 
 
 @pytest.mark.parametrize("catch", [True, False], ids=["caught", "uncaught"])
@@ -128,13 +129,14 @@ def test_a_step_whose_own_writes_exceed_a_batch_fails_at_the_yield(catch: bool) 
         storage=store,
     )
     handle = te.start("p", catch, id="p")
+    te.advance(1)
     if catch:
         assert handle.result() == "StorageLimitError"
     else:
         with pytest.raises(WorkflowFailedError) as info:
             handle.result()
         assert info.value.error_type == "StorageLimitError"
-        assert "atomic batch actions: 4 exceeds the maximum of 3" in info.value.error_message
+        assert "atomic batch actions: 6 exceeds the maximum of 4" in info.value.error_message
     assert store.get(keys.state_key("child-1")) is None
     assert te.list(status="running") == []
     assert stored_timers(store) == []
