@@ -42,7 +42,9 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
     except (CodecError, PayloadTooLargeError) as exc:
         raise RaiseAtYield(exc) from None
     activity = rt.activity(runner.definition, cmd.activity)
-    attempts = runner.history.attempts.setdefault(slot, [])
+    # Read without inserting: an entry per step would make every later step's scan for
+    # stale timers (commit.stale_timer_deletes) longer, i.e. a run's cost quadratic.
+    attempts: list[dict[str, Any]] = runner.history.attempts.get(slot, [])
     while True:
         if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
             return None
@@ -82,7 +84,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
                 if number > ATTEMPT_HISTORY
                 else [],
             )
-            attempts.append(stored)
+            runner.history.attempts.setdefault(slot, attempts).append(stored)
             del attempts[:-ATTEMPT_HISTORY]
             continue
         err = error_record(
