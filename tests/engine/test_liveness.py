@@ -57,7 +57,9 @@ def _once(ctx: Any, x: Any) -> Any:
 
 def _cart(ctx: Any, _: Any) -> Any:
     items: list[str] = []
+    weight: list[int] = []
     ctx.on_update("add", lambda item: items.append(item) or len(items))
+    ctx.on_update("weight", lambda grams: weight.append(grams) or sum(weight))
     yield ctx.wait_until(lambda: len(items) >= 1)
     return (yield ctx.run("a", items[0]))
 
@@ -196,6 +198,22 @@ def test_an_update_whose_drive_fails_after_it_applied_still_wakes_the_run(
         te.update("w", "add", "apple")
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == "a(apple)"
+
+
+def test_an_update_that_leaves_the_run_parked_arms_no_wake_up(storage_factory: Opener) -> None:
+    """Only an update that can let the run move on (a condition it waits on now holds) needs
+    a wake-up: any other writes its records in one request, as before wake-ups existed."""
+    te, storage = flaky_engine(storage_factory)
+    te.start("cart", id="w")
+    before = storage.stats.batches + storage.stats.conditional_batches
+    assert te.update("w", "weight", 5) == 5  # the condition still waits for an item
+    assert storage.stats.batches + storage.stats.conditional_batches == before + 1
+    assert keys.WAKE not in workflow_keys(te.storage, "w")
+    assert stored_timers(te.storage) == []
+    assert te.describe("w").status == RUNNING
+    te.update("w", "add", "apple")  # now it holds: the run moves on and finishes
+    assert te.describe("w").result == "a(apple)"
+    assert stored_timers(te.storage) == []
 
 
 def test_a_retried_run_whose_drive_fails_is_driven_after_the_grace(

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from fault_support import FlakyStorage, step_commit
 from ownership_support import RENEW, T0, Opener, holder_of, make_engine
 
 from weft_serverless import workflow
 from weft_serverless.engine.wakeups import WAKE_GRACE
-from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.testing import VirtualClock
 
 
@@ -40,8 +38,8 @@ def test_a_long_lived_owner_drives_its_own_run_after_its_first_drive_failed(
     e1 = make_engine(lambda: flaky, WORKFLOWS, "e1", clock)
     e2 = make_engine(storage_factory, WORKFLOWS, "e2", clock)
     flaky.fail_once(step_commit("w", 1))
-    with pytest.raises(StorageUnavailableError):
-        e1.start("steps", 1, id="w")
+    e1.start("steps", 1, id="w")  # the start landed: its failed drive is logged, not raised
+    assert flaky.failures == 1
     store = storage_factory()
     while clock() < T0 + WAKE_GRACE - 1:
         clock.advance(min(RENEW, T0 + WAKE_GRACE - 1 - clock()))
@@ -60,15 +58,16 @@ def test_a_long_lived_owner_drives_its_own_run_after_its_first_drive_failed(
 def test_a_claim_released_at_invocation_end_on_an_unparked_run_leaves_a_wake_up(
     storage_factory: Opener,
 ) -> None:
-    """The invocation ends with the drive's error; its claim is released, so no expiry will
+    """The invocation ends after the drive failed; its claim is released, so no expiry will
     lead to a takeover: another engine's pass drives the run when its wake-up falls due."""
     clock = VirtualClock()
     flaky = FlakyStorage(storage_factory())
     e1 = make_engine(lambda: flaky, WORKFLOWS, "e1", clock)
     e2 = make_engine(storage_factory, WORKFLOWS, "e2", clock)
     flaky.fail_once(step_commit("w", 2))
-    with pytest.raises(StorageUnavailableError), e1.invocation(time_left=lambda: 60.0):
+    with e1.invocation(time_left=lambda: 60.0):
         e1.start("steps", 1, id="w")
+    assert flaky.failures == 1
     store = storage_factory()
     assert holder_of(store, "w") is None
     clock.advance(WAKE_GRACE - 1)

@@ -179,7 +179,7 @@ class _Run:
                 done = self.runner.advance(cmd, slot)
                 if done is None and self.request.update is not None:
                     updates.apply_incoming(
-                        self.rt, self.ctx, self.history, slot, self.request.update
+                        self.rt, self.ctx, self.history, slot, self.request.update, cmd
                     )
                     self.request.update = None
                     done = self.runner.advance(cmd, slot)
