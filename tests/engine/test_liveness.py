@@ -194,8 +194,11 @@ def test_an_update_whose_drive_fails_after_it_applied_still_wakes_the_run(
     te, storage = flaky_engine(storage_factory)
     te.start("cart", id="w")
     storage.fail_once(step_commit("w", 1))
-    with pytest.raises(StorageUnavailableError):
-        te.update("w", "add", "apple")
+    # The update landed (record and response): it is answered, not raised, so a caller that
+    # retries without an update_id does not apply it twice; its wake-up drives the run.
+    assert te.update("w", "add", "apple") == 1
+    assert storage.failures == 1
+    assert len(op_records(te.storage, "w")) == 0
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == "a(apple)"
 
