@@ -28,6 +28,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle, updates
 from .commit import commit
@@ -100,7 +101,7 @@ def _drop_parked(rt: Runtime, workflow_id: str) -> None:
         close_parked(kept.gen, workflow_id)
 
 
-def _warm(rt: Runtime, history: History, definition: Any) -> ParkedRun | None:
+def _warm(rt: Runtime, history: History, definition: WorkflowDefinition) -> ParkedRun | None:
     """The generator this engine parked for this run, if the stored history still matches."""
     kept = rt.parked.take(history.state.id)
     if kept is None:
