@@ -368,6 +368,7 @@ def test_a_timer_of_a_type_this_engine_does_not_register_is_kept_for_one_that_do
     [
         pytest.param("steps", ["a(1)", "b(a(1))"], id="after-the-start-batch"),
         pytest.param("signalled", "a(x)", id="after-the-step-consuming-a-signal"),
+        pytest.param("cart", "a(apple)", id="after-an-update-releasing-a-condition"),
     ],
 )
 def test_a_crash_leaves_a_wake_up_that_maintenance_alone_acts_on(
@@ -380,10 +381,15 @@ def test_a_crash_leaves_a_wake_up_that_maintenance_alone_acts_on(
         if workflow_type == "steps":
             storage.crash_after_write = 1
             te.start("steps", 1, id="w")
-        else:
+        elif workflow_type == "signalled":
             te.start("signalled", id="w")
             storage.crash_after_write = storage.writes + 2  # the signal, then its consumption
             te.signal("w", "go", "x")
+        else:
+            te.start("cart", id="w")
+            te.update("w", "weight", 5)  # leaves the condition waiting: no wake-up needed
+            storage.crash_after_write = storage.writes + 1  # the update's own batch
+            te.update("w", "add", "apple")
     te.crash()
     storage.crash_after_write = None
     te.recover()
