@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from .dispatch import Dispatcher
     from .runtime import Runtime
 
-MAX_UPDATE_ID_LENGTH = MAX_DEDUP_ID_BYTES  # ASCII ids: characters are bytes
 DEFAULT_UPDATE_WAIT = 30.0  # how long an update waits for a drive on this engine to finish
 
 
