@@ -14,6 +14,7 @@ own timer already covered it, still does (docs/decisions/0009-wake-up-until-park
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,7 @@ import pytest
 from engine_helpers import T0, Opener, op_records, stored_timers, workflow_keys
 from fault_support import FlakyStorage, step_commit
 
-from weft_serverless import Engine, RetryPolicy, workflow
+from weft_serverless import Engine, RetryPolicy, current_activity, workflow
 from weft_serverless.codec import encode
 from weft_serverless.engine import maintenance
 from weft_serverless.engine.maintenance import MAX_TIMERS_PER_PASS
@@ -56,7 +57,9 @@ def _once(ctx: Any, x: Any) -> Any:
 
 def _cart(ctx: Any, _: Any) -> Any:
     items: list[str] = []
+    weight: list[int] = []
     ctx.on_update("add", lambda item: items.append(item) or len(items))
+    ctx.on_update("weight", lambda grams: weight.append(grams) or sum(weight))
     yield ctx.wait_until(lambda: len(items) >= 1)
     return (yield ctx.run("a", items[0]))
 
@@ -97,13 +100,18 @@ def assert_stranded_until_grace(te: TestEngine, workflow_id: str, since: float) 
 
 @pytest.mark.parametrize("ownership", ["none", "lease", "workflow-lease"])
 def test_start_whose_first_drive_fails_is_driven_after_the_grace(
-    storage_factory: Opener, ownership: str
+    storage_factory: Opener, ownership: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The start commits, its first step's commit fails: the start's wake-up drives it later."""
+    """The start commits, its first step's commit fails: the start returns its handle (the
+    write landed; raising would make a retrying caller meet WorkflowAlreadyExistsError), logs
+    the failed drive, and the start's wake-up drives the run later."""
     te, storage = flaky_engine(storage_factory, ownership=ownership)
     storage.fail_once(step_commit("w", 1))
-    with pytest.raises(StorageUnavailableError):
-        te.start("steps", 1, id="w")
+    with caplog.at_level(logging.WARNING, "weft_serverless.engine"):
+        handle = te.start("steps", 1, id="w")
+    assert handle.id == "w"
+    assert storage.failures == 1
+    assert "workflow w could not be driven now" in caplog.text
     assert te.describe("w").status == RUNNING
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == ["a(1)", "b(a(1))"]
@@ -116,8 +124,8 @@ def test_a_run_whose_drive_fails_between_steps_is_driven_after_the_grace(
     """Step 1 committed, step 2's commit fails: the run keeps its wake-up and finishes later."""
     te, storage = flaky_engine(storage_factory)
     storage.fail_once(step_commit("w", 2))
-    with pytest.raises(StorageUnavailableError):
-        te.start("steps", 1, id="w")
+    te.start("steps", 1, id="w")
+    assert storage.failures == 1
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == ["a(1)", "b(a(1))"]
 
@@ -128,8 +136,8 @@ def test_a_child_whose_first_drive_fails_is_driven_and_wakes_its_parent(
     te, storage = flaky_engine(storage_factory)
     child = "p/" + keys.step_slot(0)
     storage.fail_once(step_commit(child, 1))
-    with pytest.raises(StorageUnavailableError):
-        te.start("parent", 2, id="p")
+    te.start("parent", 2, id="p")
+    assert storage.failures == 1
     assert te.describe(child).status == RUNNING
     assert_stranded_until_grace(te, child, T0)
     assert te.describe("p").result == ["a(2)", "b(a(2))"]
@@ -141,8 +149,8 @@ def test_start_or_signal_whose_first_drive_fails_is_driven_after_the_grace(
     """Step 1 consumes the buffered signal, step 2's commit fails."""
     te, storage = flaky_engine(storage_factory)
     storage.fail_once(step_commit("w", 2))
-    with pytest.raises(StorageUnavailableError):
-        te.start_or_signal("signalled", id="w", signal="go", payload="x")
+    te.start_or_signal("signalled", id="w", signal="go", payload="x")
+    assert storage.failures == 1
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == "a(x)"
 
@@ -154,13 +162,30 @@ def test_a_signal_whose_drive_fails_after_consuming_it_still_wakes_the_run(
     te, storage = flaky_engine(storage_factory)
     te.start("signalled", id="w")
     storage.fail_once(step_commit("w", 2))
-    with pytest.raises(StorageUnavailableError):
-        te.signal("w", "go", "x")
+    te.signal("w", "go", "x")  # delivered: the failed drive is logged, not raised
+    assert storage.failures == 1
     assert [step["sig"] for step in op_records(te.storage, "w")] == ["signal:go"]
     te.advance(0)
     assert te.describe("w").result == "a(x)"
     assert stored_timers(te.storage) == []
     assert keys.WAKE not in workflow_keys(te.storage, "w")
+
+
+def test_an_async_completion_whose_drive_fails_returns_and_the_run_finishes_later(
+    storage_factory: Opener,
+) -> None:
+    """The completion is stored with its timer: the call returns and a later pass drives it."""
+    te, storage = flaky_engine(storage_factory)
+    tokens: list[str] = []
+    te.mock("a", impl=lambda x: tokens.append(current_activity().complete_async()))
+    te.start("steps", 1, id="w")
+    assert te.describe("w").status == RUNNING and len(tokens) == 1
+    storage.fail_once(step_commit("w", 1))
+    te.complete_activity(tokens[0], "done")
+    assert storage.failures == 1
+    assert op_records(te.storage, "w") == []
+    te.advance(0)
+    assert te.describe("w").result == ["done", "b(done)"]
 
 
 def test_an_update_whose_drive_fails_after_it_applied_still_wakes_the_run(
@@ -169,10 +194,29 @@ def test_an_update_whose_drive_fails_after_it_applied_still_wakes_the_run(
     te, storage = flaky_engine(storage_factory)
     te.start("cart", id="w")
     storage.fail_once(step_commit("w", 1))
-    with pytest.raises(StorageUnavailableError):
-        te.update("w", "add", "apple")
+    # The update landed (record and response): it is answered, not raised, so a caller that
+    # retries without an update_id does not apply it twice; its wake-up drives the run.
+    assert te.update("w", "add", "apple") == 1
+    assert storage.failures == 1
+    assert len(op_records(te.storage, "w")) == 0
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == "a(apple)"
+
+
+def test_an_update_that_leaves_the_run_parked_arms_no_wake_up(storage_factory: Opener) -> None:
+    """Only an update that can let the run move on (a condition it waits on now holds) needs
+    a wake-up: any other writes its records in one request, as before wake-ups existed."""
+    te, storage = flaky_engine(storage_factory)
+    te.start("cart", id="w")
+    before = storage.stats.batches + storage.stats.conditional_batches
+    assert te.update("w", "weight", 5) == 5  # the condition still waits for an item
+    assert storage.stats.batches + storage.stats.conditional_batches == before + 1
+    assert keys.WAKE not in workflow_keys(te.storage, "w")
+    assert stored_timers(te.storage) == []
+    assert te.describe("w").status == RUNNING
+    te.update("w", "add", "apple")  # now it holds: the run moves on and finishes
+    assert te.describe("w").result == "a(apple)"
+    assert stored_timers(te.storage) == []
 
 
 def test_a_retried_run_whose_drive_fails_is_driven_after_the_grace(
@@ -185,8 +229,8 @@ def test_a_retried_run_whose_drive_fails_is_driven_after_the_grace(
     failing.raises = None
     failing.impl = ACTIVITIES["a"]
     storage.fail_once(step_commit("w", 2))
-    with pytest.raises(StorageUnavailableError):
-        te.retry("w")
+    te.retry("w")
+    assert storage.failures == 1
     assert_stranded_until_grace(te, "w", T0)
     assert te.describe("w").result == "b(a(1))"
 
@@ -197,8 +241,7 @@ def test_a_resumed_run_whose_drive_fails_is_driven_after_the_grace(
     """Suspended while drivable, its start's wake-up spent meanwhile: resume arms a new one."""
     te, storage = flaky_engine(storage_factory)
     storage.fail_once(step_commit("w", 1))
-    with pytest.raises(StorageUnavailableError):
-        te.start("steps", 1, id="w")
+    te.start("steps", 1, id="w")
     te.suspend("w")
     te.advance(WAKE_GRACE)  # the start's wake-up falls due on a suspended run: spent
     assert stored_timers(te.storage) == []
@@ -325,6 +368,7 @@ def test_a_timer_of_a_type_this_engine_does_not_register_is_kept_for_one_that_do
     [
         pytest.param("steps", ["a(1)", "b(a(1))"], id="after-the-start-batch"),
         pytest.param("signalled", "a(x)", id="after-the-step-consuming-a-signal"),
+        pytest.param("cart", "a(apple)", id="after-an-update-releasing-a-condition"),
     ],
 )
 def test_a_crash_leaves_a_wake_up_that_maintenance_alone_acts_on(
@@ -337,10 +381,15 @@ def test_a_crash_leaves_a_wake_up_that_maintenance_alone_acts_on(
         if workflow_type == "steps":
             storage.crash_after_write = 1
             te.start("steps", 1, id="w")
-        else:
+        elif workflow_type == "signalled":
             te.start("signalled", id="w")
             storage.crash_after_write = storage.writes + 2  # the signal, then its consumption
             te.signal("w", "go", "x")
+        else:
+            te.start("cart", id="w")
+            te.update("w", "weight", 5)  # leaves the condition waiting: no wake-up needed
+            storage.crash_after_write = storage.writes + 1  # the update's own batch
+            te.update("w", "add", "apple")
     te.crash()
     storage.crash_after_write = None
     te.recover()

@@ -188,3 +188,40 @@ def test_a_crash_at_the_update_write_leaves_no_half_change_on_the_same_engine(
         ["a1", "a2"] if after else [*landed, "a3", "a2"]
     )
     assert te.query(WF, "items") == (["a1", "a2", "a3"] if after else ["a1", "a3", "a2"])
+
+
+BODY_RUNS: list[str] = []
+
+
+def _counted(ctx: Any, _: Any) -> Any:
+    """Notes each time its body runs from the top; then collects one update and a signal."""
+    BODY_RUNS.append(ctx.workflow_id)
+    items: list[Any] = []
+    ctx.on_update("add", lambda item: items.append(item) or list(items))
+    yield ctx.wait_for_signal("next")
+    return items
+
+
+COUNTED = {"counted": workflow("counted").execute(_counted)}
+
+
+def test_a_run_started_again_after_a_purge_never_resumes_the_old_runs_generator(
+    storage_factory: Opener,
+) -> None:
+    """A purge and a start of the same id at the same instant give a fingerprint equal to the
+    old run's (same id, type, input, creation time, no records). The new run must still run
+    its body from the top: a new run never resumes a generator kept for an earlier one, and
+    the cancelled run's generator is closed when it is cancelled, not at some later drive."""
+    te = make_engine(storage_factory, COUNTED)
+    BODY_RUNS.clear()
+    te.start("counted", id=WF)
+    assert BODY_RUNS == [WF]
+    assert len(te.runtime.parked) == 1
+    te.cancel(WF)
+    assert len(te.runtime.parked) == 0
+    te.purge(WF)
+    te.start("counted", id=WF)  # the virtual clock has not moved: same creation time
+    assert BODY_RUNS == [WF, WF]
+    assert te.update(WF, "add", "new") == ["new"]
+    te.signal(WF, "next")
+    assert te.describe(WF).result == ["new"]

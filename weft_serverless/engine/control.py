@@ -87,6 +87,8 @@ def _transition(
         if rt.storage.conditional_batch(conditions, ops):
             if not rotate:
                 rt.fence.claim_landed(workflow_id)
+            if target in TERMINAL:
+                rt.parked.discard(workflow_id)  # ended from outside: its finally runs now
             if closing:
                 rt.closed_runs.append(workflow_id)
             return state, new

@@ -132,6 +132,10 @@ class Dispatcher:
             except WeftError as exc:
                 if not swallow_errors:
                     raise
-                logger.warning("workflow %s could not be driven: %s", workflow_id, exc)
+                logger.warning(
+                    "workflow %s could not be driven now (a later pass drives it): %s",
+                    workflow_id,
+                    exc,
+                )
                 return "error"
         return BUSY

@@ -28,6 +28,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.workflow import WorkflowDefinition
 
 from . import lifecycle, updates
 from .commit import commit
@@ -100,7 +101,7 @@ def _drop_parked(rt: Runtime, workflow_id: str) -> None:
         close_parked(kept.gen, workflow_id)
 
 
-def _warm(rt: Runtime, history: History, definition: Any) -> ParkedRun | None:
+def _warm(rt: Runtime, history: History, definition: WorkflowDefinition) -> ParkedRun | None:
     """The generator this engine parked for this run, if the stored history still matches."""
     kept = rt.parked.take(history.state.id)
     if kept is None:
@@ -179,7 +180,7 @@ class _Run:
                 done = self.runner.advance(cmd, slot)
                 if done is None and self.request.update is not None:
                     updates.apply_incoming(
-                        self.rt, self.ctx, self.history, slot, self.request.update
+                        self.rt, self.ctx, self.history, slot, self.request.update, cmd
                     )
                     self.request.update = None
                     done = self.runner.advance(cmd, slot)

@@ -149,6 +149,9 @@ class Engine:
     ) -> WorkflowHandle:
         """Start a run; drive it inline in manual mode until it parks or finishes.
 
+        Once the start has committed the handle is returned: an inline drive that fails
+        (a transient storage error) is logged and the run is driven later by maintenance.
+
         ``execution_timeout`` ends the run ``timed-out`` when it passes. ``start_at`` (epoch
         seconds or an aware datetime) or ``start_after`` (a duration) keep it ``pending``
         until then. A repeated ``idempotency_key`` returns the first run's handle.
@@ -455,9 +458,16 @@ class Engine:
         return status or "gone"
 
     def _wake(self, workflow_id: str, kind: str = "wake") -> None:
+        """Drive what a committed call made drivable (inline in manual mode).
+
+        The call's write has landed by now, and it armed the run's wake-up (or an event
+        timer), so a drive that fails here is logged, not raised: raising would tell the
+        caller the call failed, and a retried start would then meet its own run as
+        ``WorkflowAlreadyExistsError``. A later maintenance pass drives the run.
+        """
         self._dispatcher.enqueue(workflow_id, kind)
         if self._rt.background_tasks == "manual":
-            self._dispatcher.drain()
+            self._dispatcher.drain(swallow_errors=True)
         self._settle()
 
     def _settle(self) -> None:

@@ -18,6 +18,7 @@ from weft_serverless.errors import (
     InvalidArgumentError,
     UnknownQueryError,
     UpdateFailedError,
+    WeftError,
     WorkflowClaimUnavailableError,
     WorkflowNotFoundError,
     WorkflowNotRunningError,
@@ -30,6 +31,7 @@ from .commit import LostCommit, timer_value
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
+from .runtime import logger
 from .update_verdicts import validate
 from .updates import IncomingUpdate
 
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
     from .dispatch import Dispatcher
     from .runtime import Runtime
 
-MAX_UPDATE_ID_LENGTH = MAX_DEDUP_ID_BYTES  # ASCII ids: characters are bytes
 DEFAULT_UPDATE_WAIT = 30.0  # how long an update waits for a drive on this engine to finish
 
 
@@ -76,13 +77,35 @@ def send_update(
                 continue
             except EngineDeposedError:
                 rt.fence.deposed(workflow_id)
+                if update.applied:
+                    return _landed(workflow_id, update, "this engine lost its claim")
                 raise WorkflowClaimUnavailableError(workflow_id, "another engine") from None
+            except WeftError as exc:
+                if not update.applied:
+                    raise
+                return _landed(workflow_id, update, str(exc))
             finally:
                 rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
             if update.applied:
                 return update.result
             raise WorkflowNotRunningError(workflow_id, status or "gone")
     raise WorkflowClaimUnavailableError(workflow_id, "a racing writer")
+
+
+def _landed(workflow_id: str, update: IncomingUpdate, why: str) -> Any:
+    """The result of an update whose commit landed before the rest of its drive failed.
+
+    The update is applied and its response stored, so it is answered (a retry without an
+    ``update_id`` would apply it twice); the run is driven on later by its wake-up.
+    """
+    logger.warning(
+        "workflow %s: update %r applied, but the drive after it failed (a later pass drives "
+        "it): %s",
+        workflow_id,
+        update.name,
+        why,
+    )
+    return update.result
 
 
 def _reject_early(rt: Runtime, workflow_id: str, update: IncomingUpdate) -> None:

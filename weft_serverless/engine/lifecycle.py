@@ -111,6 +111,7 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
         fragment = start_fragment(rt, state, epoch)
         if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
             rt.fence.claim_landed(state.id)
+            rt.parked.discard(state.id)  # a new run: nothing kept under its id is its own
             return state.id
         rt.fence.forget_start(state.id)
         if rt.fence.mode == "lease":
@@ -164,6 +165,7 @@ def commit_child_start(rt: Runtime, parent_id: str, child_id: str, fragment: Fra
     try:
         commit(rt, parent_id, fragment.conditions, fragment.ops)
         rt.fence.claim_landed(child_id)
+        rt.parked.discard(child_id)  # a new run: nothing kept under its id is its own
         return True
     except LostCommit:
         rt.fence.forget_start(child_id)

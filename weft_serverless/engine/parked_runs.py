@@ -8,7 +8,7 @@ next drive on this engine reuses it only if its one range read gives exactly tho
 anything else (another engine's write, a takeover, a reset, a purge) falls back to replay.
 A drive takes the entry out for its whole duration and puts one back only when it parks
 normally, so an error, a lost commit or a deposed owner leaves nothing half-changed behind.
-See docs/decisions/0013-warm-parked-runs.md.
+See docs/decisions/0013-update-cost.md.
 """
 
 from __future__ import annotations
@@ -52,6 +52,18 @@ class ParkedRuns:
         """Remove and return the run kept for ``workflow_id``; the caller now owns it."""
         with self._lock:
             return self._runs.pop(workflow_id, None)
+
+    def discard(self, workflow_id: str) -> None:
+        """Close and forget the run kept for ``workflow_id``, if any.
+
+        Called where a fingerprint cannot tell runs apart: a run created under an id (a
+        purged run's generator would match a new run started at the same instant with the
+        same input and no records yet), and a run ended from outside (its ``finally`` blocks
+        run now, on the engine that ended it, not at a later eviction).
+        """
+        kept = self.take(workflow_id)
+        if kept is not None:
+            close_parked(kept.gen, workflow_id)
 
     def keep(self, workflow_id: str, run: ParkedRun) -> None:
         evicted: list[tuple[str, ParkedRun]] = []

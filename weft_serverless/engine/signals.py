@@ -26,8 +26,6 @@ from .runtime import Runtime
 _sequence = itertools.count()
 _process_tag = uuid.uuid4().hex[:6]
 
-MAX_SIGNAL_ID_LENGTH = MAX_DEDUP_ID_BYTES  # ASCII ids: characters are bytes
-
 
 def delivery_ops(
     rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None

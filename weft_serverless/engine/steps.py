@@ -363,6 +363,7 @@ class StepRunner:
             ops=fragment.ops,
             after_commit=[
                 lambda: self.rt.fence.claim_landed(child_id),
+                lambda: self.rt.parked.discard(child_id),
                 lambda: self.history.pending.__setitem__(
                     slot, {"child_id": child_id, "policy": cmd.parent_close_policy}
                 ),

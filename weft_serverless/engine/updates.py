@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.commands import All, Command, Race, WaitUntil
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     CodecError,
@@ -53,9 +54,14 @@ def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
 
 
 def apply_incoming(
-    rt: Runtime, ctx: WorkflowContext, history: History, slot: str, update: IncomingUpdate
+    rt: Runtime,
+    ctx: WorkflowContext,
+    history: History,
+    slot: str,
+    update: IncomingUpdate,
+    parked_on: Command[Any],
 ) -> None:
-    """Validate, run and commit one update at the park point ``slot``."""
+    """Validate, run and commit one update at the park point ``slot`` (parked on ``parked_on``)."""
     entry = ctx.update_handlers.get(update.name)
     if entry is None:
         known = ", ".join(sorted(ctx.update_handlers)) or "none"
@@ -86,11 +92,27 @@ def apply_incoming(
         Put(applied_key, record),
         Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
     ]
-    # The update may let the run move on: it keeps a wake-up until it parks again.
-    ops += wakeups.arm(ctx.workflow_id, now) if history.wake is None else []
+    # An update that lets the run move on keeps a wake-up with it until the run parks again;
+    # one that leaves it parked needs none (and then costs no disarm write).
+    arming = history.wake is None and may_move_on(parked_on)
+    ops += wakeups.arm(ctx.workflow_id, now) if arming else []
     commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)], ops)
     history.note(ops)
-    if history.wake is None:
+    if arming:
         history.wake = timer_ref(wakeups.wake_timer(ctx.workflow_id, now))
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
+
+
+def may_move_on(cmd: Command[Any]) -> bool:
+    """Whether a run parked on ``cmd`` may move on once an update has run: only a condition
+    can be released by one (sleeps, signals and activities wait on other records). A
+    condition that holds, or raises (the error is thrown at the yield), moves it on."""
+    if isinstance(cmd, WaitUntil):
+        try:
+            return bool(cmd.predicate())
+        except Exception:
+            return True
+    if isinstance(cmd, All | Race):
+        return any(may_move_on(branch) for branch in cmd.commands)
+    return False

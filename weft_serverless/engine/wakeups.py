@@ -2,10 +2,11 @@
 
 Liveness (DESIGN.md, Invariants): a drive can fail at any point (a transient storage error,
 a crash, a lost invocation end), so the batch that makes a run drivable without an event
-timer (start, child start, resume, retry, delayed activation, an applied update) also writes
-a ``wake`` timer due ``WAKE_GRACE`` later and a pointer to it in the run's partition. The
-batch that parks or finishes the run deletes both, so a run that parks or ends inline leaves
-nothing; one whose drive failed is driven by the first maintenance pass after the grace.
+timer (start, child start, resume, retry, delayed activation, an update that releases a
+condition the run waits on) also writes a ``wake`` timer due ``WAKE_GRACE`` later and a
+pointer to it in the run's partition. The batch that parks or finishes the run deletes both,
+so a run that parks or ends inline leaves nothing; one whose drive failed is driven by the
+first maintenance pass after the grace.
 See docs/decisions/0009-wake-up-until-parked.md.
 """
 
