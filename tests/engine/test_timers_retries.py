@@ -499,3 +499,32 @@ def test_advancing_by_exactly_the_sleep_fires_it(storage_factory: Opener, second
     handle = te.start("sleeper", seconds, id="s")
     te.advance(seconds)
     assert handle.result() == ["before", "after"]
+
+
+def _flaky_twice(calls: list[int]) -> Any:
+    def flaky(_: Any) -> str:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise RuntimeError(f"timeout #{len(calls)}")
+        return "paid"
+
+    return flaky
+
+
+def test_a_retry_with_no_backoff_runs_at_once_even_mid_millisecond() -> None:
+    """A zero backoff is due at once: the run does not park until the next whole millisecond
+    (due times round up to the millisecond for timers, not for the step's own check)."""
+    calls: list[int] = []
+
+    def flow(ctx: Any, _: Any) -> Any:
+        policy = RetryPolicy(max_attempts=5, initial_backoff=0)
+        return (yield ctx.run("flaky", None, retry=policy))
+
+    te = TestEngine(
+        {"f": workflow("f").activities(flaky=_flaky_twice(calls)).execute(flow)},
+        clock=VirtualClock(1_767_225_600.0004),
+    )
+    handle = te.start("f", id="f")
+    assert te.describe("f").status == "completed"
+    assert handle.result() == "paid"
+    assert len(calls) == 3

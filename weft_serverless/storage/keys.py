@@ -225,9 +225,12 @@ def is_due(now: float, due: float) -> bool:
 
     Steps and timers compare the same whole milliseconds, so advancing by exactly the
     duration a workflow asked for fires it, and a timer never fires before its step is due
-    (a timer fired early would be deleted with its step still parked).
+    (a timer fired early would be deleted with its step still parked). A step is also due
+    once ``now`` reaches ``due`` exactly, before its timer's rounded-up millisecond: a retry
+    with no backoff runs at once instead of parking until the next millisecond (its timer
+    then only wakes the run to find nothing to do).
     """
-    return passed_ms(now) >= due_ms(due)
+    return now >= due or passed_ms(now) >= due_ms(due)
 
 
 def timer_key(due: float, workflow_id: str, tag: str) -> Key:
