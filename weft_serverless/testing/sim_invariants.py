@@ -256,6 +256,47 @@ def _stale_timers_and_claims(world: World, states: dict[str, WorkflowState]) -> 
     return problems
 
 
+def children_follow_their_parent(world: World) -> list[str]:
+    """At quiescence an awaited or request-cancel child of a finished parent is finished too."""
+    states = _states(world)
+    problems = []
+    for wf, state in states.items():
+        if state.parent is None or state.status in TERMINAL or state.status == SUSPENDED:
+            continue
+        parent_id = str(state.parent["id"])
+        parent = states.get(parent_id)
+        step = int(wf.rsplit(".c", 1)[1])
+        if parent is None or parent.status not in TERMINAL:
+            continue
+        policy = decode(parent.input)["prog"][step][1]
+        if policy in ("await", "request-cancel"):
+            problems.append(f"{wf} ({policy}) is {state.status}; its parent is {parent.status}")
+    return problems
+
+
+PLANNED = ("SimFailure", "refused")
+
+
+def failures_are_planned(world: World) -> list[str]:
+    """A run fails only because the workload made an activity fail, or a child failed."""
+    states = _states(world)
+    problems = []
+    for wf, state in states.items():
+        if state.status != "failed":
+            continue
+        error = state.error or {}
+        message = str(error.get("message", ""))
+        if error.get("type") == "ActivityFailedError" and any(p in message for p in PLANNED):
+            continue
+        if error.get("type") == "ChildWorkflowFailedError":
+            child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
+            child_state = states.get(child) if child else None
+            if child_state is None or child_state.status in TERMINAL - {"completed"}:
+                continue
+        problems.append(f"{wf} failed for no planned reason: {error.get('type')}: {message}")
+    return problems
+
+
 INVARIANTS: dict[str, Checker] = {
     "unexpected-errors": unexpected_errors,
     "step-commits-once": steps_commit_once,
@@ -265,6 +306,8 @@ INVARIANTS: dict[str, Checker] = {
     "signal-id-consumed-once": signals_with_id_consumed_once,
     "history-replays": history_replays_to_result,
     "liveness": every_run_has_a_way_forward,
+    "children-follow-parent": children_follow_their_parent,
+    "failures-are-planned": failures_are_planned,
 }
 """Every invariant the simulator checks: name -> checker. A new invariant is one entry."""
 

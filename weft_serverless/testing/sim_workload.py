@@ -22,6 +22,7 @@ from weft_serverless.workflow import WorkflowDefinition, workflow
 
 Gen = Generator[Any, Any, Any]
 WORKFLOW = "sim"
+RETIRED = "retired"
 RETRY_TWICE = RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=4.0)
 ONCE = RetryPolicy(max_attempts=1)
 
@@ -246,6 +247,15 @@ def sim_workflow(ctx: Any, spec: dict[str, Any]) -> Gen:
         yield from COMMANDS[name].body(ctx, state, step, arg)
     state["step"] = len(spec["prog"])
     return {"values": state["values"], "sigs": state["sigs"]}
+
+
+def _retired(ctx: Any, _input: Any) -> Gen:
+    yield ctx.sleep(1.0)
+
+
+def retired_workflow() -> dict[str, WorkflowDefinition]:
+    """A type only an old deploy knows: its runs' timers can never fire on today's engines."""
+    return {RETIRED: workflow(RETIRED).execute(_retired)}
 
 
 def build_workflows(obs: Observer) -> dict[str, WorkflowDefinition]:

@@ -28,7 +28,9 @@ from weft_serverless.testing.sim_workload import (
     WORKFLOW,
     SimFailure,
     build_workflows,
+    RETIRED,
     random_program,
+    retired_workflow,
 )
 
 T0 = 1_767_225_600.0
@@ -49,6 +51,7 @@ class Scenario:
     seed: int
     backend: str = "memory"
     engines: int = 3
+    ownership: str = "workflow-lease"
     actions: list[list[Any]] = field(default_factory=list)
     faults: list[list[Any]] = field(default_factory=list)
 
@@ -67,10 +70,13 @@ def _pick(rng: random.Random, ids: list[str]) -> str:
 
 
 def _draw_start(rng: random.Random, ids: list[str]) -> list[Any]:
-    wf = f"w{len(ids)}"
+    """A new run ``w{n}``; its children's ids join the targets of later actions too."""
+    wf = f"w{sum(1 for known in ids if '.' not in known)}"
+    program = random_program(rng, rng.randint(1, 5))
     ids.append(wf)
+    ids.extend(f"{wf}.c{step}" for step, (name, _) in enumerate(program) if name == "child")
     delay = rng.choice([0, 0, 0, round(rng.uniform(0.5, 6.0), 1)])
-    return [wf, random_program(rng, rng.randint(1, 5)), delay]
+    return [wf, program, delay]
 
 
 def _run_start(world: World, engine: Engine, args: list[Any]) -> None:
@@ -160,18 +166,30 @@ def _draw_flood(rng: random.Random, ids: list[str]) -> list[Any]:
 
 
 def _run_flood(world: World, engine: Engine, args: list[Any]) -> None:
-    """Start ``n`` sleeping runs whose timers all land in one shard, then die holding them
-    (a frozen container): their timers fall due and stay retained until taken over."""
+    """An old deploy starts ``n`` sleeping runs of a type the current engines no longer
+    have, all timers in one shard, and is retired: their timers fall due and can never fire,
+    so every pass retains them (defect shape: a retired workflow type's backlog)."""
     count, shard = args
     flood, n = world.floods, 0
     world.floods += 1
+    slot = world.acting[-1]
+    old = Engine.create(
+        FaultyStorage(world.store, lambda: None, world._journal_for(slot)),
+        {**world.flows, **retired_workflow()},
+        ownership=world.ownership,  # type: ignore[arg-type]
+        background_tasks="manual",
+        clock=lambda: world.now,
+        engine_id=f"old{flood}",
+        max_clock_skew=math.inf,
+        recover=False,
+        **world.claim_options(),
+    )
     while count > 0:
         wf = f"{FLOOD_PREFIX}{flood}.{n}"
         n += 1
         if keys.shard_of(wf, keys.TIMER_SHARDS) == shard:
-            engine.start(WORKFLOW, {"prog": [["sleep", 1.0]]}, id=wf)
+            old.start(RETIRED, None, id=wf)
             count -= 1
-    world.kill(world.acting[-1], "frozen holding a flood")
 
 
 ACTIONS: dict[str, ActionSpec] = {
@@ -257,10 +275,10 @@ class JournalEntry:
 class World:
     """Runs one scenario on one store; the invariant checker reads what it recorded."""
 
-    def __init__(self, scenario: Scenario, storage: Storage, ownership: str) -> None:
+    def __init__(self, scenario: Scenario, storage: Storage) -> None:
         self.scenario = scenario
         self.store = storage
-        self.ownership = ownership
+        self.ownership = scenario.ownership
         self.now = T0
         self.rng = random.Random(scenario.seed ^ 0x5EED)
         self.slots = [Slot(i) for i in range(scenario.engines)]
@@ -296,9 +314,7 @@ class World:
         )
         slot.storage = storage
         clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
-        options: dict[str, Any] = {}
-        if self.ownership == "workflow-lease":
-            options = {"workflow_claim_ttl": TTL, "workflow_claim_renew_interval": RENEW}
+        options = self.claim_options()
 
         def create() -> None:
             slot.engine = Engine.create(
@@ -320,6 +336,11 @@ class World:
                 return None
             self._guard(slot, "recover", slot.engine.recover_all)
         return slot.engine
+
+    def claim_options(self) -> dict[str, Any]:
+        if self.ownership == "workflow-lease":
+            return {"workflow_claim_ttl": TTL, "workflow_claim_renew_interval": RENEW}
+        return {}
 
     def kill(self, slot: Slot, why: str) -> None:
         if slot.storage is not None:

@@ -31,6 +31,7 @@ from weft_serverless.testing.sim_invariants import check
 from weft_serverless.testing.sim_world import Scenario, World, random_actions
 
 BACKENDS = ("memory", "sqlite", "dynamodb")
+NONE_SHARE = 0.25  # share of generated scenarios in ownership mode none
 FAULT_RATE = 0.03  # share of events (writes, activities, invocation ends) hit by a fault
 EVENTS_PER_ACTION = {"write": 8, "activity": 1.5, "invocation-end": 0.5}
 _dynamodb_endpoint: str | None = None
@@ -60,13 +61,18 @@ def generate(
     faults: Sequence[str] | None = None,
     fault_rate: float = FAULT_RATE,
     weights: Mapping[str, float] | None = None,
+    ownership: str | None = None,
 ) -> Scenario:
-    """The scenario a seed stands for (the same seed and options give the same scenario)."""
+    """The scenario a seed stands for (the same seed and options give the same scenario).
+
+    Without ``ownership`` a seed picks it: workflow-lease mostly, mode none one time in four.
+    """
     rng = random.Random(seed)
+    mode = ownership or ("none" if rng.random() < NONE_SHARE else "workflow-lease")
     actions = random_actions(rng, steps, engines, weights)
     events = {counter: round(steps * per) for counter, per in EVENTS_PER_ACTION.items()}
     plan = random_plan(rng, enabled_faults(faults), fault_rate, events)  # type: ignore[arg-type]
-    return Scenario(seed, backend, engines, actions, plan)
+    return Scenario(seed, backend, engines, mode, actions, plan)
 
 
 @contextmanager
@@ -112,7 +118,7 @@ def run_scenario(scenario: Scenario) -> Outcome:
     """Run a scenario to quiescence on a fresh store and check every invariant."""
     began = time.perf_counter()
     with open_store(scenario.backend) as store:
-        world = World(scenario, store, "workflow-lease")
+        world = World(scenario, store)
         world.run()
         world.quiesce()
         violations = check(world)
@@ -223,6 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engines", type=int, default=3, help="engines on the one store")
     parser.add_argument("--backend", choices=BACKENDS, default="memory")
     parser.add_argument(
+        "--ownership",
+        choices=("none", "workflow-lease"),
+        help="ownership mode (default: each seed picks, workflow-lease 3 times in 4)",
+    )
+    parser.add_argument(
         "--faults",
         help=f"comma-separated fault kinds (default: every enabled one of {', '.join(FAULTS)})",
     )
@@ -251,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults=args.faults.split(",") if args.faults else None,
         fault_rate=args.fault_rate,
         weights=_weights(args.actions),
+        ownership=args.ownership,
     )
     elapsed = time.perf_counter() - began
     print(
