@@ -174,7 +174,7 @@ def _run_flood(world: World, engine: Engine, args: list[Any]) -> None:
     world.floods += 1
     slot = world.acting[-1]
     old = Engine.create(
-        FaultyStorage(world.store, lambda: None, world._journal_for(slot)),
+        FaultyStorage(world.store, lambda _counter: None, world._journal_for(slot)),
         {**world.flows, **retired_workflow()},
         ownership=world.ownership,  # type: ignore[arg-type]
         background_tasks="manual",
@@ -210,6 +210,10 @@ ACTIONS: dict[str, ActionSpec] = {
     "flood": ActionSpec(FLOOD_WEIGHT, _draw_flood, _run_flood),
 }
 """Every action of the workload and the operator: name -> spec. A new action is one entry."""
+
+
+PREEMPTIONS = ("maintain", "maintain", "resume", "suspend", "signal", "cancel")
+"""What another engine may do in the middle of a preempted call."""
 
 
 def random_actions(
@@ -284,7 +288,7 @@ class World:
         self.slots = [Slot(i) for i in range(scenario.engines)]
         self.acting: list[Slot] = []
         self.flows = build_workflows(self)
-        self.counters: dict[str, int] = {"write": 0, "activity": 0, "invocation-end": 0}
+        self.counters: dict[str, int] = dict.fromkeys(("read", "write", "activity", "invocation-end"), 0)
         self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
         self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
         self.journal: list[JournalEntry] = []
@@ -310,7 +314,7 @@ class World:
             return slot.engine
         slot.incarnation += 1
         storage = FaultyStorage(
-            self.store, lambda s=slot: self._write_fault(s), self._journal_for(slot)
+            self.store, lambda counter, s=slot: self._storage_fault(counter, s), self._journal_for(slot)
         )
         slot.storage = storage
         clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
@@ -373,11 +377,32 @@ class World:
         kind = self.plan.get((counter, self.counters[counter]))
         if kind is not None:
             self.fired.append((counter, self.counters[counter], kind, slot.engine_id))
-            slot.faults += 1
+            if not kind.startswith("preempt"):
+                slot.faults += 1
         return kind
 
-    def _write_fault(self, slot: Slot) -> str | None:
-        return self._next_fault("write", slot)
+    def _storage_fault(self, counter: str, slot: Slot) -> str | None:
+        """The fault for this read or write; a preemption is carried out here, before it."""
+        kind = self._next_fault(counter, slot)
+        if kind is not None and kind.startswith("preempt"):
+            self._preempt(slot)
+            return None
+        return kind
+
+    def _preempt(self, preempted: Slot) -> None:
+        """Another engine acts in the middle of this one's call (one level deep)."""
+        if len(self.acting) > 1:
+            return
+        others = [slot for slot in self.slots if slot is not preempted]
+        if not others:
+            return
+        slot = self.rng.choice(others)
+        targets = sorted(self.started | {f"{wf}.c{n}" for wf in self.started for n in range(5)})
+        name = self.rng.choice(PREEMPTIONS) if targets else "maintain"
+        args = [] if name == "maintain" else [self.rng.choice(targets)]
+        if name == "signal":
+            args.append(None)
+        self._act(slot, name, args, in_invocation=False)
 
     # -- the Observer protocol (called by the workload's activities) -----------------------------
 
