@@ -137,7 +137,8 @@ def terminal_runs_hold_no_claim(world: World) -> list[str]:
 
 
 def activities_run_once_more_than_faults(world: World) -> list[str]:
-    """An attempt re-runs only after a fault hit the engine that ran it, or an operator retry.
+    """An attempt re-runs only after a fault hit the engine that ran it, or the operator
+    suspended, resumed or retried the run.
 
     Not promised in mode none with several engines (any engine may drive any run there).
     """
@@ -147,7 +148,7 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in zip(runs, runs[1:], strict=False):
             hit = world.slots[before.slot].faults > before.slot_faults
-            if not hit and again.retries == before.retries:
+            if not hit and again.interventions == before.interventions:
                 problems.append(
                     f"activity {tag} of {wf} step {step} attempt {attempt} ran again on "
                     f"e{again.slot} with no fault on e{before.slot} since its first run"
@@ -273,7 +274,7 @@ def children_follow_their_parent(world: World) -> list[str]:
         step = int(wf.rsplit(".c", 1)[1])
         if parent is None or parent.status not in TERMINAL:
             continue
-        policy = decode(parent.input)["prog"][step][1]
+        policy = decode(parent.input)["prog"][step][1][0]
         if policy in ("await", "request-cancel"):
             problems.append(f"{wf} ({policy}) is {state.status}; its parent is {parent.status}")
     return problems

@@ -120,13 +120,19 @@ def _update_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
 
 
 def _child(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
+    policy, prog = arg
     child_id = f"{ctx.workflow_id}.c{step}"
-    prog = [["act", None], ["sleep", 1.0]]
-    yield ctx.start_child(WORKFLOW, {"prog": prog}, id=child_id, parent_close_policy=arg)
+    yield ctx.start_child(WORKFLOW, {"prog": prog}, id=child_id, parent_close_policy=policy)
+
+
+def _child_arg(rng: random.Random) -> list[Any]:
+    """A close policy and the child's own short program (children start no children)."""
+    prog = [[name, COMMANDS[name].arg(rng)] for name in rng.sample(CHILD_COMMANDS, 2)]
+    return [rng.choice(["await", "abandon", "request-cancel"]), prog]
 
 
 def _child_parked_ok(obs: Observer, wf: str, where: Where, arg: Any) -> bool:
-    return arg == "await" and obs.child_live(f"{wf}.c{where.step}")
+    return arg[0] == "await" and obs.child_live(f"{wf}.c{where.step}")
 
 
 def _all(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
@@ -184,12 +190,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "signal": CommandSpec(1.5, _none, _signal, _signal_parked_ok),
     "signal-timeout": CommandSpec(1, _seconds(1.0, 6.0), _signal_timeout, _never),
     "update": CommandSpec(1, _none, _update, _update_parked_ok),
-    "child": CommandSpec(
-        1,
-        lambda rng: rng.choice(["await", "abandon", "request-cancel"]),
-        _child,
-        _child_parked_ok,
-    ),
+    "child": CommandSpec(1, _child_arg, _child, _child_parked_ok),
     "all": CommandSpec(1, _none, _all, _never),
     "race": CommandSpec(1, _seconds(1.0, 6.0), _race, _never),
     "saga": CommandSpec(0.7, lambda rng: rng.choice(["ok", "fail"]), _saga, _never),
@@ -198,6 +199,9 @@ COMMANDS: dict[str, CommandSpec] = {
     "now": CommandSpec(0.5, _none, _now, _never),
 }
 """Every command the workload draws from: name -> spec. A new engine command is one entry."""
+
+
+CHILD_COMMANDS = ["act", "sleep", "signal", "flaky", "update"]
 
 
 def random_program(rng: random.Random, length: int) -> list[list[Any]]:

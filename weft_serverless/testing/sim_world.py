@@ -115,8 +115,8 @@ def _draw_wf(rng: random.Random, ids: list[str]) -> list[Any]:
 
 def _operator(method: str) -> Callable[[World, Engine, list[Any]], None]:
     def run(world: World, engine: Engine, args: list[Any]) -> None:
-        if method == "retry":  # counted when tried: it may land and still raise
-            world.retries[args[0]] = world.retries.get(args[0], 0) + 1
+        if method in INTERVENTIONS:  # counted when tried: it may land and still raise
+            world.interventions[args[0]] = world.interventions.get(args[0], 0) + 1
         getattr(engine, method)(args[0])
 
     return run
@@ -136,7 +136,7 @@ def _run_complete(world: World, engine: Engine, args: list[Any]) -> None:
     wf, step, token = world.tokens[args[0] % len(world.tokens)]
     if args[1]:
         engine.complete_activity(token, f"answer:{wf}/{step}")
-        world.completed_tokens.add((wf, step))
+        world.completed_tokens.add(token)
     else:
         engine.fail_activity(token, "refused")
 
@@ -212,6 +212,10 @@ ACTIONS: dict[str, ActionSpec] = {
 """Every action of the workload and the operator: name -> spec. A new action is one entry."""
 
 
+SCOPES = (0, 0, 1, 1, 2)
+INTERVENTIONS = frozenset({"suspend", "resume", "retry"})
+"""Operator moves after which a step in flight may rightly run again: suspending a run
+deposes the engine inside its activity, and a retry re-runs the failed step."""
 PREEMPTIONS = ("maintain", "maintain", "resume", "suspend", "signal", "cancel")
 """What another engine may do in the middle of a preempted call."""
 
@@ -219,7 +223,10 @@ PREEMPTIONS = ("maintain", "maintain", "resume", "suspend", "signal", "cancel")
 def random_actions(
     rng: random.Random, steps: int, engines: int, weights: Mapping[str, float] | None = None
 ) -> list[list[Any]]:
-    """``steps`` actions ``[name, engine, in_invocation, *args]``, starting with a start.
+    """``steps`` actions ``[name, engine, scope, *args]``, starting with a start.
+
+    ``scope`` is 0 (a plain call), 1 (inside an invocation scope) or 2 (an invocation with no
+    time left: every step is deferred to the next invocation behind a timer due now).
 
     ``weights`` overrides the table's weights by name (e.g. ``{"flood": 0.2}``).
     """
@@ -231,7 +238,7 @@ def random_actions(
     for n in range(steps):
         name = "start" if n == 0 else rng.choices(names, chances)[0]
         args = ACTIONS[name].draw(rng, ids)
-        actions.append([name, rng.randrange(engines), rng.random() < 0.5, *args])
+        actions.append([name, rng.randrange(engines), rng.choice(SCOPES), *args])
     return actions
 
 
@@ -265,7 +272,7 @@ class Slot:
 class Execution:
     slot: int
     slot_faults: int  # the slot's fault count when the activity ran
-    retries: int  # operator retries of the run so far
+    interventions: int  # operator suspends, resumes and retries of the run so far
 
 
 @dataclass(frozen=True)
@@ -294,16 +301,17 @@ class World:
         self.journal: list[JournalEntry] = []
         self.executions: dict[tuple[str, int, str, int], list[Execution]] = {}
         self.started: set[str] = set()
-        self.retries: dict[str, int] = {}
+        self.interventions: dict[str, int] = {}  # operator moves that may re-run a step
         self.signal_attempts = 0
         self.signals_delivered: dict[str, set[str]] = {}
         self.updates_ok: dict[str, set[str]] = {}
         self.tokens: list[tuple[str, int, str]] = []
-        self.completed_tokens: set[tuple[str, int]] = set()
+        self.completed_tokens: set[str] = set()
         self._ledger: dict[str, Any] = {}
         self.problems: list[str] = []
         self.faults_on = True
         self.floods = 0
+        self.known_runs: dict[str, None] = {}  # every run written so far, in order
         self.live_children: set[str] = set()  # filled by the liveness check before it asks
 
     # -- engines -------------------------------------------------------------------------------
@@ -357,6 +365,10 @@ class World:
 
         def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
             self.journal.append(JournalEntry(engine_id, tuple(conditions), tuple(ops), ok))
+            if ok:
+                for op in ops:
+                    if op.key.sort == keys.STATE and op.key.partition.startswith("wf#"):
+                        self.known_runs.setdefault(keys.dec(op.key.partition[3:]), None)
 
         return record
 
@@ -396,20 +408,22 @@ class World:
         others = [slot for slot in self.slots if slot is not preempted]
         if not others:
             return
-        slot = self.rng.choice(others)
-        targets = sorted(self.started | {f"{wf}.c{n}" for wf in self.started for n in range(5)})
-        name = self.rng.choice(PREEMPTIONS) if targets else "maintain"
-        args = [] if name == "maintain" else [self.rng.choice(targets)]
-        if name == "signal":
-            args.append(None)
-        self._act(slot, name, args, in_invocation=False)
+        runs = list(self.known_runs)
+        for _ in range(self.rng.randint(1, 3)):
+            slot = self.rng.choice(others)
+            name = self.rng.choice(PREEMPTIONS) if runs else "maintain"
+            recent = runs[-3:] if self.rng.random() < 0.5 else runs
+            args = [] if name == "maintain" else [self.rng.choice(recent)]
+            if name == "signal":
+                args.append(None)
+            self._act(slot, name, args, scope=self.rng.choice(SCOPES))
 
     # -- the Observer protocol (called by the workload's activities) -----------------------------
 
     def activity_ran(self, workflow_id: str, step: int, tag: str, attempt: int) -> None:
         slot = self.acting[-1]
         runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
-        runs.append(Execution(slot.index, slot.faults, self.retries.get(workflow_id, 0)))
+        runs.append(Execution(slot.index, slot.faults, self.interventions.get(workflow_id, 0)))
         kind = self._next_fault("activity", slot)
         if kind == "crash-in-activity":
             self.kill(slot, kind)
@@ -422,7 +436,7 @@ class World:
         self.now += STALL
         for slot in self.slots:
             if slot is not stalled:
-                self._act(slot, "maintain", [], in_invocation=False)
+                self._act(slot, "maintain", [], scope=0)
 
     def async_token(self, workflow_id: str, step: int, token: str) -> None:
         self.tokens.append((workflow_id, step, token))
@@ -437,7 +451,9 @@ class World:
         return len(self.updates_ok.get(workflow_id, ()))
 
     def token_completed(self, workflow_id: str, step: int) -> bool:
-        return (workflow_id, step) in self.completed_tokens
+        """Whether the latest token the step handed out (its current attempt's) was completed."""
+        mine = [token for wf, n, token in self.tokens if (wf, n) == (workflow_id, step)]
+        return bool(mine) and mine[-1] in self.completed_tokens
 
     def child_live(self, child_id: str) -> bool:
         return child_id in self.live_children
@@ -445,22 +461,23 @@ class World:
     # -- running -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        for name, engine_index, in_invocation, *args in self.scenario.actions:
+        for name, engine_index, scope, *args in self.scenario.actions:
             slot = self.slots[engine_index % len(self.slots)]
-            self._act(slot, name, args, in_invocation=in_invocation)
+            self._act(slot, name, args, scope=int(scope))
 
-    def _act(self, slot: Slot, name: str, args: list[Any], *, in_invocation: bool) -> None:
+    def _act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
         spec = ACTIONS[name]
         engine = self.engine(slot)
         if engine is None or slot.engine is None:  # failed to start, or died recovering
             return
         with self._acting(slot):
-            if not in_invocation:
+            if not scope:
                 self._guard(slot, name, lambda: spec.run(self, engine, args))
                 return
 
             def invoke() -> None:
-                with engine.invocation(heartbeat=False):
+                time_left = (lambda: 0.0) if scope == 2 else None
+                with engine.invocation(time_left=time_left, heartbeat=False):
                     try:
                         spec.run(self, engine, args)
                     finally:
@@ -488,7 +505,7 @@ class World:
         for _ in range(passes):
             self.now += step
             for slot in self.slots:
-                self._act(slot, "maintain", [], in_invocation=False)
+                self._act(slot, "maintain", [], scope=0)
 
     def transient_faults(self) -> int:
         return sum(1 for fired in self.fired if fired[2] in TRANSIENT)
