@@ -198,18 +198,25 @@ def run_seeds(
     *,
     shrink_failures: bool = True,
     out: Callable[[str], None] = print,
+    time_limit: float | None = None,
     **options: Any,
-) -> list[Outcome]:
-    """Run every seed; print a shrunk reproduction of each failure; return the failures."""
+) -> tuple[list[Outcome], int]:
+    """Run the seeds (until ``time_limit`` seconds passed, if given); print a shrunk
+    reproduction of each failure; return the failures and how many seeds ran."""
     failures = []
+    stop = None if time_limit is None else time.monotonic() + time_limit
+    ran = 0
     for seed in seeds:
+        if stop is not None and time.monotonic() > stop:
+            break
+        ran += 1
         outcome = run_scenario(generate(seed, **options))
         if outcome.failed:
             if shrink_failures:
                 outcome = shrink(outcome)
             out(describe(outcome))
             failures.append(outcome)
-    return failures
+    return failures, ran
 
 
 def _weights(text: str | None) -> dict[str, float] | None:
@@ -242,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--actions",
         help="comma-separated action weights overriding the table's, e.g. flood=0.3,crash=1",
     )
+    parser.add_argument(
+        "--time-limit", type=float, help="stop starting seeds after this many seconds (soak)"
+    )
     parser.add_argument("--verbose", action="store_true", help="keep the engine's log output")
     parser.add_argument("--replay", help="run exactly this scenario (printed by a failure)")
     parser.add_argument("--no-shrink", action="store_true", help="print failures unshrunk")
@@ -253,9 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         outcome = run_scenario(decode_scenario(args.replay))
         print(describe(outcome) if outcome.failed else f"seed {outcome.scenario.seed}: ok")
         return 1 if outcome.failed else 0
-    failures = run_seeds(
+    failures, ran = run_seeds(
         range(args.seed, args.seed + args.seeds),
         shrink_failures=not args.no_shrink,
+        time_limit=args.time_limit,
         steps=args.steps,
         engines=args.engines,
         backend=args.backend,
@@ -266,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     elapsed = time.perf_counter() - began
     print(
-        f"{args.seeds} schedule(s) on {args.backend}, {len(failures)} failing, "
-        f"{elapsed:.1f} s ({elapsed / max(args.seeds, 1):.2f} s each)"
+        f"{ran} schedule(s) on {args.backend}, {len(failures)} failing, "
+        f"{elapsed:.1f} s ({elapsed / max(ran, 1):.2f} s each)"
     )
     return 1 if failures else 0
 
