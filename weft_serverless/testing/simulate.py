@@ -76,8 +76,9 @@ def generate(
 
 
 @contextmanager
-def open_store(backend: str) -> Iterator[Storage]:
-    """A fresh, empty store on ``backend``; DynamoDB is moto's server over HTTP."""
+def open_store(backend: str, endpoint: str | None = None) -> Iterator[Storage]:
+    """A fresh, empty store on ``backend``; DynamoDB is moto's server over HTTP, at
+    ``endpoint`` if given (else one started here)."""
     if backend == "memory":
         yield MemoryStorage()
     elif backend == "sqlite":
@@ -91,7 +92,9 @@ def open_store(backend: str) -> Iterator[Storage]:
         from weft_serverless.storage.dynamodb import DynamoDBStorage
 
         name = f"sim-{time.monotonic_ns()}"
-        storage = DynamoDBStorage(name, region="us-east-1", endpoint_url=_moto_endpoint())
+        storage = DynamoDBStorage(
+            name, region="us-east-1", endpoint_url=endpoint or _moto_endpoint()
+        )
         storage.create_table()
         try:
             yield storage
@@ -114,10 +117,10 @@ def _moto_endpoint() -> str:
     return _dynamodb_endpoint
 
 
-def run_scenario(scenario: Scenario) -> Outcome:
+def run_scenario(scenario: Scenario, endpoint: str | None = None) -> Outcome:
     """Run a scenario to quiescence on a fresh store and check every invariant."""
     began = time.perf_counter()
-    with open_store(scenario.backend) as store:
+    with open_store(scenario.backend, endpoint) as store:
         world = World(scenario, store)
         world.run()
         world.quiesce()
@@ -135,7 +138,9 @@ def _kind(violations: list[str]) -> str:
     return violations[0].split("]", 1)[0] + "]" if violations else ""
 
 
-def shrink(outcome: Outcome, budget_seconds: float = 120.0) -> Outcome:
+def shrink(
+    outcome: Outcome, budget_seconds: float = 120.0, endpoint: str | None = None
+) -> Outcome:
     """Delta-debug the actions and the fault plan while the same invariant still fails."""
     target = _kind(outcome.violations)
     deadline = time.monotonic() + budget_seconds
@@ -144,7 +149,7 @@ def shrink(outcome: Outcome, budget_seconds: float = 120.0) -> Outcome:
     def still_fails(candidate: Scenario) -> Outcome | None:
         if time.monotonic() > deadline:
             return None
-        result = run_scenario(candidate)
+        result = run_scenario(candidate, endpoint)
         return result if result.failed and _kind(result.violations) == target else None
 
     for attr in ("faults", "actions", "faults"):
@@ -199,6 +204,8 @@ def run_seeds(
     shrink_failures: bool = True,
     out: Callable[[str], None] = print,
     time_limit: float | None = None,
+    shrink_budget: float = 120.0,
+    endpoint: str | None = None,
     **options: Any,
 ) -> tuple[list[Outcome], int]:
     """Run the seeds (until ``time_limit`` seconds passed, if given); print a shrunk
@@ -210,10 +217,10 @@ def run_seeds(
         if stop is not None and time.monotonic() > stop:
             break
         ran += 1
-        outcome = run_scenario(generate(seed, **options))
+        outcome = run_scenario(generate(seed, **options), endpoint)
         if outcome.failed:
             if shrink_failures:
-                outcome = shrink(outcome)
+                outcome = shrink(outcome, shrink_budget, endpoint)
             out(describe(outcome))
             failures.append(outcome)
     return failures, ran
