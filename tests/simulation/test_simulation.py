@@ -20,10 +20,10 @@ from weft_serverless.storage import keys
 from weft_serverless.testing import simulate
 from weft_serverless.testing.sim_world import Scenario
 
-CI_SCHEDULES = 1000
-"""Schedules per CI run (about 2 minutes on 2 idle cores). Scale a soak with the CLI."""
+CI_SCHEDULES = 2000
+"""Schedules per CI run (under 3 minutes on 2 busy cores). Scale a soak with the CLI."""
 
-SHARES = {"memory": 0.70, "sqlite": 0.29, "dynamodb": 0.01}
+SHARES = {"memory": 0.75, "sqlite": 0.245, "dynamodb": 0.005}
 STEPS = {"memory": 60, "sqlite": 60, "dynamodb": 20}
 FIRST_SEED = {"memory": 0, "sqlite": 100_000, "dynamodb": 200_000}
 CHUNK = 100  # seeds per test item, so a failure names a small range

@@ -21,7 +21,7 @@ from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
 from weft_serverless.testing.sim_workload import COMMANDS, WORKFLOW, Where
-from weft_serverless.testing.sim_world import FLOOD_PREFIX, RENEW, World
+from weft_serverless.testing.sim_world import FLOOD_PREFIX, LATE_PASSES, RENEW, World
 
 Checker = Callable[[World], list[str]]
 OWNER_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)
@@ -238,6 +238,13 @@ def every_run_has_a_way_forward(world: World) -> list[str]:
     return problems + _stale_timers_and_claims(world, states)
 
 
+def timers_fire_within_bounded_passes(world: World) -> list[str]:
+    """At quiescence no timer stays due through ``LATE_PASSES`` rounds of passes, whatever
+    else is due or retained (a run it wakes may rightly be suspended or finished: then the
+    pass collects the timer)."""
+    return [f"timer {sort} stayed due through {LATE_PASSES} rounds" for sort in world.late_timers]
+
+
 def _flooded(wf: str) -> bool:
     """A flood's own runs wait for takeovers, a few per pass by design; the others must not."""
     return wf.startswith(FLOOD_PREFIX)
@@ -312,6 +319,7 @@ INVARIANTS: dict[str, Checker] = {
     "signal-id-consumed-once": signals_with_id_consumed_once,
     "history-replays": history_replays_to_result,
     "liveness": every_run_has_a_way_forward,
+    "timers-fire-in-bounded-passes": timers_fire_within_bounded_passes,
     "children-follow-parent": children_follow_their_parent,
     "failures-are-planned": failures_are_planned,
 }
