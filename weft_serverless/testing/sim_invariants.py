@@ -9,9 +9,9 @@ faults stopped and time ran on. ``INVARIANTS`` is the table; a new check is one 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.engine import Engine
@@ -20,7 +20,7 @@ from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
-from weft_serverless.testing.sim_workload import COMMANDS, WORKFLOW, Where
+from weft_serverless.testing.sim_workload import COMMANDS, Where
 from weft_serverless.testing.sim_world import FLOOD_PREFIX, LATE_PASSES, RENEW, World
 
 Checker = Callable[[World], list[str]]
@@ -125,7 +125,9 @@ def terminal_runs_hold_no_claim(world: World) -> list[str]:
                 continue
             touched.add(wf)
             if op.key.sort == keys.STATE:
-                status[wf] = WorkflowState.from_bytes(op.value).status if isinstance(op, Put) else ""
+                status[wf] = (
+                    WorkflowState.from_bytes(op.value).status if isinstance(op, Put) else ""
+                )
             elif op.key == keys.owner_holder_key(wf):
                 held[wf] = isinstance(op, Put)
         for wf in sorted(touched):
@@ -146,7 +148,7 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
         return []
     problems = []
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
-        for before, again in zip(runs, runs[1:], strict=False):
+        for before, again in itertools.pairwise(runs):
             hit = world.slots[before.slot].faults > before.slot_faults
             if not hit and again.interventions == before.interventions:
                 problems.append(

@@ -25,10 +25,10 @@ from weft_serverless.testing import SimulatedCrash
 from weft_serverless.testing.sim_faults import TRANSIENT, FaultyStorage
 from weft_serverless.testing.sim_workload import (
     COMMANDS,
+    RETIRED,
     WORKFLOW,
     SimFailure,
     build_workflows,
-    RETIRED,
     random_program,
     retired_workflow,
 )
@@ -295,7 +295,9 @@ class World:
         self.slots = [Slot(i) for i in range(scenario.engines)]
         self.acting: list[Slot] = []
         self.flows = build_workflows(self)
-        self.counters: dict[str, int] = dict.fromkeys(("read", "write", "activity", "invocation-end"), 0)
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("read", "write", "activity", "invocation-end"), 0
+        )
         self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
         self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
         self.journal: list[JournalEntry] = []
@@ -322,9 +324,11 @@ class World:
         if slot.engine is not None:
             return slot.engine
         slot.incarnation += 1
-        storage = FaultyStorage(
-            self.store, lambda counter, s=slot: self._storage_fault(counter, s), self._journal_for(slot)
-        )
+
+        def fault_for(counter: str) -> str | None:
+            return self._storage_fault(counter, slot)
+
+        storage = FaultyStorage(self.store, fault_for, self._journal_for(slot))
         slot.storage = storage
         clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
         options = self.claim_options()
@@ -364,7 +368,9 @@ class World:
     def _journal_for(self, slot: Slot) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
         return self.journal_as(slot.engine_id)
 
-    def journal_as(self, engine_id: str) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
+    def journal_as(
+        self, engine_id: str
+    ) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
         """What a storage handle calls after each write, to journal it under ``engine_id``."""
 
         def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
@@ -417,7 +423,7 @@ class World:
             slot = self.rng.choice(others)
             name = self.rng.choice(PREEMPTIONS) if runs else "maintain"
             recent = runs[-3:] if self.rng.random() < 0.5 else runs
-            args = [] if name == "maintain" else [self.rng.choice(recent)]
+            args: list[Any] = [] if name == "maintain" else [self.rng.choice(recent)]
             if name == "signal":
                 args.append(None)
             self._act(slot, name, args, scope=self.rng.choice(SCOPES))

@@ -83,11 +83,11 @@ def open_store(backend: str, endpoint: str | None = None) -> Iterator[Storage]:
         yield MemoryStorage()
     elif backend == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
-            storage = SQLiteStorage(os.path.join(folder, "sim.db"))
+            sqlite = SQLiteStorage(os.path.join(folder, "sim.db"))
             try:
-                yield storage
+                yield sqlite
             finally:
-                storage.close()
+                sqlite.close()
     elif backend == "dynamodb":
         from weft_serverless.storage.dynamodb import DynamoDBStorage
 
@@ -138,9 +138,7 @@ def _kind(violations: list[str]) -> str:
     return violations[0].split("]", 1)[0] + "]" if violations else ""
 
 
-def shrink(
-    outcome: Outcome, budget_seconds: float = 120.0, endpoint: str | None = None
-) -> Outcome:
+def shrink(outcome: Outcome, budget_seconds: float = 120.0, endpoint: str | None = None) -> Outcome:
     """Delta-debug the actions and the fault plan while the same invariant still fails."""
     target = _kind(outcome.violations)
     deadline = time.monotonic() + budget_seconds
