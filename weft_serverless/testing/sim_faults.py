@@ -105,15 +105,16 @@ def random_plan(
 class FaultyStorage(Storage):
     """One engine incarnation's handle on the shared store; fails when the plan says so.
 
-    ``fault_for(counter)`` (the simulator) answers which fault, if any, hits the next read or
-    write; the simulator carries out preemptions itself, before it answers.
+    ``fault_for(counter, partition)`` (the simulator) answers which fault, if any, hits the
+    next read or write of ``partition``; the simulator carries out preemptions itself, before
+    it answers, aimed at the workflow the call is about.
     After ``kill()`` every call raises ``SimulatedCrash``: a dead process writes nothing more.
     """
 
     def __init__(
         self,
         inner: Storage,
-        fault_for: Callable[[Counter], str | None],
+        fault_for: Callable[[Counter, str], str | None],
         journal: Callable[[Sequence[Condition], Sequence[Op], bool], None],
     ) -> None:
         super().__init__()
@@ -135,20 +136,20 @@ class FaultyStorage(Storage):
     def clock_offset(self) -> ClockOffset | None:
         return self.inner.clock_offset()
 
-    def _read(self) -> None:
+    def _read(self, partition: str) -> None:
         self._alive()
-        if self.fault_for("read") == "read-busy":
+        if self.fault_for("read", partition) == "read-busy":
             raise StorageUnavailableError("injected read-busy: the store did not answer")
         self._alive()  # a preemption may have killed this engine
 
     def _get(self, key: Key) -> bytes | None:
-        self._read()
+        self._read(key.partition)
         return self.inner.get(key)
 
     def _scan(
         self, partition: str, rng: SortRange, limit: int | None, reverse: bool
     ) -> Iterator[tuple[str, bytes]]:
-        self._read()
+        self._read(partition)
         rows = self.inner.scan(
             partition,
             gt=rng.low if rng.low is not None and not rng.low_inclusive else None,
@@ -164,7 +165,7 @@ class FaultyStorage(Storage):
 
     def _write(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         self._alive()
-        fault = self.fault_for("write")
+        fault = self.fault_for("write", ops[0].key.partition if ops else "")
         self._alive()
         if fault == "crash-before-write":
             self.kill()

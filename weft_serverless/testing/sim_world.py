@@ -174,7 +174,9 @@ def _run_flood(world: World, engine: Engine, args: list[Any]) -> None:
     flood, n = world.floods, 0
     world.floods += 1
     old = Engine.create(
-        FaultyStorage(world.store, lambda _counter: None, world.journal_as(f"old{flood}")),
+        FaultyStorage(
+            world.store, lambda _counter, _partition: None, world.journal_as(f"old{flood}")
+        ),
         {**world.flows, **retired_workflow()},
         ownership=world.ownership,  # type: ignore[arg-type]
         background_tasks="manual",
@@ -216,8 +218,14 @@ SCOPES = (0, 0, 1, 1, 2)
 INTERVENTIONS = frozenset({"suspend", "resume", "retry"})
 """Operator moves after which a step in flight may rightly run again: suspending a run
 deposes the engine inside its activity, and a retry re-runs the failed step."""
-PREEMPTIONS = ("maintain", "maintain", "resume", "suspend", "signal", "cancel")
-"""What another engine may do in the middle of a preempted call."""
+PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
+    ("maintain",),
+    ("resume",),
+    ("suspend", "resume"),
+    ("signal",),
+    ("cancel",),
+)
+"""What another engine may do in the middle of a preempted call (each a short sequence)."""
 
 
 def random_actions(
@@ -325,8 +333,8 @@ class World:
             return slot.engine
         slot.incarnation += 1
 
-        def fault_for(counter: str) -> str | None:
-            return self._storage_fault(counter, slot)
+        def fault_for(counter: str, partition: str) -> str | None:
+            return self._storage_fault(counter, slot, partition)
 
         storage = FaultyStorage(self.store, fault_for, self._journal_for(slot))
         slot.storage = storage
@@ -403,27 +411,33 @@ class World:
                 slot.faults += 1
         return kind
 
-    def _storage_fault(self, counter: str, slot: Slot) -> str | None:
+    def _storage_fault(self, counter: str, slot: Slot, partition: str) -> str | None:
         """The fault for this read or write; a preemption is carried out here, before it."""
         kind = self._next_fault(counter, slot)
         if kind is not None and kind.startswith("preempt"):
-            self._preempt(slot)
+            focus = keys.dec(partition[3:]) if partition.startswith("wf#") else None
+            self._preempt(slot, focus)
             return None
         return kind
 
-    def _preempt(self, preempted: Slot) -> None:
-        """Another engine acts in the middle of this one's call (one level deep)."""
+    def _preempt(self, preempted: Slot, focus: str | None) -> None:
+        """Another engine makes one move in the middle of this one's call (one level deep),
+        most often on the workflow that call is about: races on one workflow are the ones
+        that matter."""
         if len(self.acting) > 1:
             return
         others = [slot for slot in self.slots if slot is not preempted]
-        if not others:
-            return
         runs = list(self.known_runs)
-        for _ in range(self.rng.randint(1, 3)):
-            slot = self.rng.choice(others)
-            name = self.rng.choice(PREEMPTIONS) if runs else "maintain"
-            recent = runs[-3:] if self.rng.random() < 0.5 else runs
-            args: list[Any] = [] if name == "maintain" else [self.rng.choice(recent)]
+        if not others or not runs:
+            return
+        slot = self.rng.choice(others)
+        roll = self.rng.random()
+        if focus is not None and focus in self.known_runs and roll < 0.6:
+            target = focus
+        else:
+            target = self.rng.choice(runs[-3:] if roll < 0.8 else runs)
+        for name in self.rng.choice(PREEMPT_MOVES):
+            args: list[Any] = [] if name == "maintain" else [target]
             if name == "signal":
                 args.append(None)
             self._act(slot, name, args, scope=self.rng.choice(SCOPES))
