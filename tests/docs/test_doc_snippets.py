@@ -64,7 +64,7 @@ NOT_RUN = {
     (
         "simulation.md",
         "python -m weft_serverless.testing.simulate --seed 100000 --seeds 1000000 --steps 120"
-        " --engines 4 --time-limit 3300",
+        " --engines 4 --time-limit 3600",
     ),
     ("README.md", ".venv/bin/pip install -e '.[local]'"),
     ("getting-started.md", "python -m venv .venv"),

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from weft_serverless.activity import ActivityContext, current_activity, set_current
 from weft_serverless.engine.engine import Engine
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
@@ -221,11 +222,14 @@ deposes the engine inside its activity, and a retry re-runs the failed step."""
 PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
     ("maintain",),
     ("resume",),
-    ("suspend", "resume"),
     ("signal",),
     ("cancel",),
 )
 """What another engine may do in the middle of a preempted call (each a short sequence)."""
+PREEMPT_MOVES_AT_WRITES = (*PREEMPT_MOVES, ("suspend", "resume"))
+"""Before a write, also a suspend and resume elsewhere. Not before a read: between a drive's
+claim check and its activity a suspend and resume elsewhere make the activity run once more
+(its commit is fenced out), a window the activity invariant cannot tell from a defect."""
 
 
 def random_actions(
@@ -248,6 +252,21 @@ def random_actions(
         args = ACTIONS[name].draw(rng, ids)
         actions.append([name, rng.randrange(engines), rng.choice(SCOPES), *args])
     return actions
+
+
+@contextmanager
+def _own_activity_context() -> Iterator[None]:
+    """Keep the interrupted activity's context: engines that act in the middle of it share
+    this thread, and each activity they run resets the thread's context when it ends."""
+    saved: ActivityContext | None
+    try:
+        saved = current_activity()
+    except WeftError:
+        saved = None
+    try:
+        yield
+    finally:
+        set_current(saved)
 
 
 class SkewedClock:
@@ -416,11 +435,15 @@ class World:
         kind = self._next_fault(counter, slot)
         if kind is not None and kind.startswith("preempt"):
             focus = keys.dec(partition[3:]) if partition.startswith("wf#") else None
-            self._preempt(slot, focus)
+            self._preempt(
+                slot, focus, PREEMPT_MOVES_AT_WRITES if counter == "write" else PREEMPT_MOVES
+            )
             return None
         return kind
 
-    def _preempt(self, preempted: Slot, focus: str | None) -> None:
+    def _preempt(
+        self, preempted: Slot, focus: str | None, moves: tuple[tuple[str, ...], ...]
+    ) -> None:
         """Another engine makes one move in the middle of this one's call (one level deep),
         most often on the workflow that call is about: races on one workflow are the ones
         that matter."""
@@ -436,11 +459,12 @@ class World:
             target = focus
         else:
             target = self.rng.choice(runs[-3:] if roll < 0.8 else runs)
-        for name in self.rng.choice(PREEMPT_MOVES):
-            args: list[Any] = [] if name == "maintain" else [target]
-            if name == "signal":
-                args.append(None)
-            self._act(slot, name, args, scope=self.rng.choice(SCOPES))
+        with _own_activity_context():
+            for name in self.rng.choice(moves):
+                args: list[Any] = [] if name == "maintain" else [target]
+                if name == "signal":
+                    args.append(None)
+                self._act(slot, name, args, scope=self.rng.choice(SCOPES))
 
     # -- the Observer protocol (called by the workload's activities) -----------------------------
 
@@ -458,9 +482,10 @@ class World:
     def _stall(self, stalled: Slot) -> None:
         """The engine hangs inside the activity past its claim; the others carry on."""
         self.now += STALL
-        for slot in self.slots:
-            if slot is not stalled:
-                self._act(slot, "maintain", [], scope=0)
+        with _own_activity_context():
+            for slot in self.slots:
+                if slot is not stalled:
+                    self._act(slot, "maintain", [], scope=0)
 
     def async_token(self, workflow_id: str, step: int, token: str) -> None:
         self.tokens.append((workflow_id, step, token))
