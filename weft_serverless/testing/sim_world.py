@@ -117,9 +117,16 @@ def _draw_wf(rng: random.Random, ids: list[str]) -> list[Any]:
 
 def _operator(method: str) -> Callable[[World, Engine, list[Any]], None]:
     def run(world: World, engine: Engine, args: list[Any]) -> None:
-        if method in INTERVENTIONS:  # counted when tried: it may land and still raise
-            world.interventions[args[0]] = world.interventions.get(args[0], 0) + 1
-        getattr(engine, method)(args[0])
+        if method not in INTERVENTIONS:
+            getattr(engine, method)(args[0])
+            return
+        # Counted before and after: it may land and still raise, and other engines may act
+        # while it runs (a preemption), on either side of the moment it lands.
+        world.interventions[args[0]] = world.interventions.get(args[0], 0) + 1
+        try:
+            getattr(engine, method)(args[0])
+        finally:
+            world.interventions[args[0]] += 1
 
     return run
 
