@@ -328,6 +328,7 @@ class World:
         self.rng = random.Random(scenario.seed ^ 0x5EED)
         self.slots = [Slot(i) for i in range(scenario.engines)]
         self.acting: list[Slot] = []
+        self.doing: list[tuple[str, list[Any]]] = []  # the actions in progress, outermost first
         self.flows = build_workflows(self)
         self.counters: dict[str, int] = dict.fromkeys(
             ("read", "write", "activity", "invocation-end"), 0
@@ -472,6 +473,10 @@ class World:
                 if name == "signal":
                     args.append(None)
                 self._act(slot, name, args, scope=self.rng.choice(SCOPES))
+        for outer, outer_args in self.doing:  # an interrupted move may land only now
+            if outer in INTERVENTIONS:
+                wf = outer_args[0]
+                self.interventions[wf] = self.interventions.get(wf, 0) + 1
 
     # -- the Observer protocol (called by the workload's activities) -----------------------------
 
@@ -526,6 +531,15 @@ class World:
         engine = self.engine(slot)
         if engine is None or slot.engine is None:  # failed to start, or died recovering
             return
+        self.doing.append((name, args))
+        try:
+            self._carry_out(slot, engine, spec, name, args, scope)
+        finally:
+            self.doing.pop()
+
+    def _carry_out(
+        self, slot: Slot, engine: Engine, spec: ActionSpec, name: str, args: list[Any], scope: int
+    ) -> None:
         with self._acting(slot):
             if not scope:
                 self._guard(slot, name, lambda: spec.run(self, engine, args))
