@@ -234,9 +234,10 @@ PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
 )
 """What another engine may do in the middle of a preempted call (each a short sequence)."""
 PREEMPT_MOVES_AT_WRITES = (*PREEMPT_MOVES, ("suspend", "resume"))
-"""Before a write, also a suspend and resume elsewhere. Not before a read: between a drive's
-claim check and its activity a suspend and resume elsewhere make the activity run once more
-(its commit is fenced out), a window the activity invariant cannot tell from a defect."""
+"""Also a suspend and resume elsewhere, before a write, or before a read about another run
+than the target. Not before a read about the target itself: between a drive's claim check
+and its activity, a suspend and resume elsewhere make the activity run once more (its commit
+is fenced out), a window the activity invariant cannot tell from a defect."""
 
 
 def random_actions(
@@ -443,18 +444,14 @@ class World:
         kind = self._next_fault(counter, slot)
         if kind is not None and kind.startswith("preempt"):
             focus = keys.dec(partition[3:]) if partition.startswith("wf#") else None
-            self._preempt(
-                slot, focus, PREEMPT_MOVES_AT_WRITES if counter == "write" else PREEMPT_MOVES
-            )
+            self._preempt(slot, focus, at_write=counter == "write")
             return None
         return kind
 
-    def _preempt(
-        self, preempted: Slot, focus: str | None, moves: tuple[tuple[str, ...], ...]
-    ) -> None:
+    def _preempt(self, preempted: Slot, focus: str | None, at_write: bool) -> None:
         """Another engine makes one move in the middle of this one's call (one level deep),
-        most often on the workflow that call is about: races on one workflow are the ones
-        that matter."""
+        most often on the workflow that call is about or on one of its children: races on
+        one workflow are the ones that matter."""
         if len(self.acting) > 1:
             return
         others = [slot for slot in self.slots if slot is not preempted]
@@ -464,9 +461,11 @@ class World:
         slot = self.rng.choice(others)
         roll = self.rng.random()
         if focus is not None and focus in self.known_runs and roll < 0.6:
-            target = focus
+            family = [focus, *(run for run in runs if run.startswith(focus + ".c"))]
+            target = self.rng.choice(family)
         else:
             target = self.rng.choice(runs[-3:] if roll < 0.8 else runs)
+        moves = PREEMPT_MOVES_AT_WRITES if at_write or target != focus else PREEMPT_MOVES
         with _own_activity_context():
             for name in self.rng.choice(moves):
                 args: list[Any] = [] if name == "maintain" else [target]
