@@ -262,6 +262,10 @@ def random_actions(
     return actions
 
 
+def _workflow_of(partition: str) -> str | None:
+    return keys.dec(partition[3:]) if partition.startswith("wf#") else None
+
+
 @contextmanager
 def _own_activity_context() -> Iterator[None]:
     """Keep the interrupted activity's context: engines that act in the middle of it share
@@ -364,7 +368,10 @@ class World:
         def fault_for(counter: str, partition: str) -> str | None:
             return self._storage_fault(counter, slot, partition)
 
-        storage = FaultyStorage(self.store, fault_for, self._journal_for(slot))
+        def after_write(partition: str) -> None:
+            self._preempt(slot, _workflow_of(partition), at_write=True)
+
+        storage = FaultyStorage(self.store, fault_for, self._journal_for(slot), after_write)
         slot.storage = storage
         clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
         options = self.claim_options()
@@ -442,11 +449,10 @@ class World:
     def _storage_fault(self, counter: str, slot: Slot, partition: str) -> str | None:
         """The fault for this read or write; a preemption is carried out here, before it."""
         kind = self._next_fault(counter, slot)
-        if kind is not None and kind.startswith("preempt"):
-            focus = keys.dec(partition[3:]) if partition.startswith("wf#") else None
-            self._preempt(slot, focus, at_write=counter == "write")
+        if kind in ("preempt-read", "preempt-write"):
+            self._preempt(slot, _workflow_of(partition), at_write=counter == "write")
             return None
-        return kind
+        return kind  # "preempt-after-write" is carried out by the handle, once the write landed
 
     def _preempt(self, preempted: Slot, focus: str | None, at_write: bool) -> None:
         """Another engine makes one move in the middle of this one's call (one level deep),
