@@ -51,9 +51,7 @@ durable wake-up (DESIGN.md liveness); turn them on once every failed drive leave
 
 PREEMPT_AFTER_WRITE_ON = False
 """Other engines acting right after a write landed (a child start, say) are off in generated
-plans until two findings are settled: in mode none a cancel does not stop another engine
-driving the run, which then starts a request-cancel child nobody closes (seed 32); and an
-async activity runs again with no fault (seed 1121)."""
+plans until a finding is settled: an async activity runs again with no fault (seed 1121)."""
 
 FAULTS: dict[str, FaultSpec] = {
     # The process dies just before / just after a storage write (the write did not / did land).

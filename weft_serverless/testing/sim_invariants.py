@@ -272,7 +272,13 @@ def _stale_timers_and_claims(world: World, states: dict[str, WorkflowState]) -> 
 
 
 def children_follow_their_parent(world: World) -> list[str]:
-    """At quiescence an awaited or request-cancel child of a finished parent is finished too."""
+    """At quiescence an awaited or request-cancel child of a finished parent is finished too.
+
+    Under workflow-lease only: in mode none a cancel fences out no engine still driving the
+    parent, which may start a child after it (mode none is for one engine per store).
+    """
+    if world.ownership == "none":
+        return []
     states = _states(world)
     problems = []
     for wf, state in states.items():
