@@ -49,9 +49,9 @@ TRANSIENT_FAULTS_ON = False
 ``read-busy``) are off in generated plans while a failed drive can strand a run with no
 durable wake-up (DESIGN.md liveness); turn them on once every failed drive leaves one."""
 
-PREEMPT_AFTER_WRITE_ON = False
-"""Other engines acting right after a write landed (a child start, say) are off in generated
-plans until a finding is settled: an async activity runs again with no fault (seed 1121)."""
+PREEMPT_AFTER_WRITE_ON = True
+"""Other engines acting right after a write landed (a child start, say): the window in which
+a drive queued behind another one runs."""
 
 FAULTS: dict[str, FaultSpec] = {
     # The process dies just before / just after a storage write (the write did not / did land).
@@ -122,12 +122,14 @@ class FaultyStorage(Storage):
         fault_for: Callable[[Counter, str], str | None],
         journal: Callable[[Sequence[Condition], Sequence[Op], bool], None],
         after_write: Callable[[str], None] | None = None,
+        history_read: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self.inner = inner
         self.fault_for = fault_for
         self.journal = journal
         self.after_write = after_write
+        self.history_read = history_read  # told of every whole-partition read (a drive starts)
         self.dead = False
 
     def kill(self) -> None:
@@ -157,6 +159,8 @@ class FaultyStorage(Storage):
         self, partition: str, rng: SortRange, limit: int | None, reverse: bool
     ) -> Iterator[tuple[str, bytes]]:
         self._read(partition)
+        if rng.low is None and rng.high is None and self.history_read is not None:
+            self.history_read(partition)
         rows = self.inner.scan(
             partition,
             gt=rng.low if rng.low is not None and not rng.low_inclusive else None,

@@ -139,8 +139,9 @@ def terminal_runs_hold_no_claim(world: World) -> list[str]:
 
 
 def activities_run_once_more_than_faults(world: World) -> list[str]:
-    """An attempt re-runs only after a fault hit the engine that ran it, or the operator
-    suspended, resumed or retried the run.
+    """An attempt re-runs only after a fault hit the engine that ran it, or after the operator
+    suspended, resumed or retried the run while that run's drive was in flight (a drive that
+    starts after such a move must see it: a queued drive trusting an old claim is a defect).
 
     Not promised in mode none with several engines (any engine may drive any run there).
     """
@@ -150,7 +151,10 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in itertools.pairwise(runs):
             hit = world.slots[before.slot].faults > before.slot_faults
-            if not hit and again.interventions == before.interventions:
+            moved = any(
+                before.drive_start < tick < again.tick for tick in world.interventions.get(wf, [])
+            )
+            if not hit and not moved:
                 problems.append(
                     f"activity {tag} of {wf} step {step} attempt {attempt} ran again on "
                     f"e{again.slot} with no fault on e{before.slot} since its first run"

@@ -122,11 +122,11 @@ def _operator(method: str) -> Callable[[World, Engine, list[Any]], None]:
             return
         # Counted before and after: it may land and still raise, and other engines may act
         # while it runs (a preemption), on either side of the moment it lands.
-        world.interventions[args[0]] = world.interventions.get(args[0], 0) + 1
+        world.intervene(args[0])
         try:
             getattr(engine, method)(args[0])
         finally:
-            world.interventions[args[0]] += 1
+            world.intervene(args[0])
 
     return run
 
@@ -311,7 +311,8 @@ class Slot:
 class Execution:
     slot: int
     slot_faults: int  # the slot's fault count when the activity ran
-    interventions: int  # operator suspends, resumes and retries of the run so far
+    drive_start: int  # tick at which the drive running it read the run's history
+    tick: int  # tick at which it ran
 
 
 @dataclass(frozen=True)
@@ -343,7 +344,9 @@ class World:
         self.journal: list[JournalEntry] = []
         self.executions: dict[tuple[str, int, str, int], list[Execution]] = {}
         self.started: set[str] = set()
-        self.interventions: dict[str, int] = {}  # operator moves that may re-run a step
+        self.interventions: dict[str, list[int]] = {}  # ticks of operator moves, per run
+        self.drive_starts: dict[tuple[int, str], int] = {}  # (slot, run) -> tick of its read
+        self.ticks = 0
         self.signal_attempts = 0
         self.signals_delivered: dict[str, set[str]] = {}
         self.updates_ok: dict[str, set[str]] = {}
@@ -371,7 +374,14 @@ class World:
         def after_write(partition: str) -> None:
             self._preempt(slot, _workflow_of(partition), at_write=True)
 
-        storage = FaultyStorage(self.store, fault_for, self._journal_for(slot), after_write)
+        def history_read(partition: str) -> None:
+            wf = _workflow_of(partition)
+            if wf is not None:
+                self.drive_starts[(slot.index, wf)] = self.clock_tick()
+
+        storage = FaultyStorage(
+            self.store, fault_for, self._journal_for(slot), after_write, history_read
+        )
         slot.storage = storage
         clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
         options = self.claim_options()
@@ -480,15 +490,21 @@ class World:
                 self._act(slot, name, args, scope=self.rng.choice(SCOPES))
         for outer, outer_args in self.doing:  # an interrupted move may land only now
             if outer in INTERVENTIONS:
-                wf = outer_args[0]
-                self.interventions[wf] = self.interventions.get(wf, 0) + 1
+                self.intervene(outer_args[0])
 
     # -- the Observer protocol (called by the workload's activities) -----------------------------
 
     def activity_ran(self, workflow_id: str, step: int, tag: str, attempt: int) -> None:
         slot = self.acting[-1]
         runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
-        runs.append(Execution(slot.index, slot.faults, self.interventions.get(workflow_id, 0)))
+        runs.append(
+            Execution(
+                slot.index,
+                slot.faults,
+                self.drive_starts.get((slot.index, workflow_id), 0),
+                self.clock_tick(),
+            )
+        )
         kind = self._next_fault("activity", slot)
         if kind == "crash-in-activity":
             self.kill(slot, kind)
@@ -503,6 +519,14 @@ class World:
             for slot in self.slots:
                 if slot is not stalled:
                     self._act(slot, "maintain", [], scope=0)
+
+    def clock_tick(self) -> int:
+        """A sequence number for ordering what happened (drive starts, runs, operator moves)."""
+        self.ticks += 1
+        return self.ticks
+
+    def intervene(self, workflow_id: str) -> None:
+        self.interventions.setdefault(workflow_id, []).append(self.clock_tick())
 
     def async_token(self, workflow_id: str, step: int, token: str) -> None:
         self.tokens.append((workflow_id, step, token))
