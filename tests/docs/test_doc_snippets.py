@@ -61,6 +61,11 @@ PROGRAMMING_ERRORS = frozenset(
 # Excluded blocks, by document and first line: the review list of every not-run marker.
 NOT_RUN = {
     ("README.md", "bash scripts/demo"),
+    (
+        "simulation.md",
+        "python -m weft_serverless.testing.simulate --seed 100000 --seeds 1000000 --steps 120"
+        " --engines 4 --time-limit 3600",
+    ),
     ("README.md", ".venv/bin/pip install -e '.[local]'"),
     ("getting-started.md", "python -m venv .venv"),
     ("deploy.md", "npx -y aws-cdk bootstrap"),

@@ -10,11 +10,13 @@ activity's retry policy (the activity runs again and hands out a new token).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
 import pytest
 from feature_support import (
+    KeyCrash,
     Opener,
     WriteCount,
     crashable_engine,
@@ -36,6 +38,7 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.activity import encode_token
+from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.testing import CrashingStorage, TestEngine
 
@@ -280,3 +283,35 @@ def test_completion_racing_the_attempts_return_is_kept(storage_factory: Opener) 
     te.run_maintenance()
     assert errors == []
     assert te.describe(WF).result == {"decision": "fast"}
+
+
+class _RefusesOneWrite(KeyCrash):
+    """Fails the first write putting a matching key with a transient storage error (nothing
+    applied), as a busy store would after the adapter's retries."""
+
+    def _write(self, apply: Any) -> bool:
+        if self.crash_before_write == self.writes + 1:
+            self.writes += 1
+            self.crash_before_write = None
+            raise StorageUnavailableError("injected: the store was busy")
+        return super()._write(apply)
+
+
+def test_a_failed_wait_record_is_not_the_activitys_failure(storage_factory: Opener) -> None:
+    """When recording that the run waits on a token fails inside ``complete_async()`` (a
+    busy store here; a racing writer or a lost claim elsewhere), that engine error is the
+    drive's, not the activity's: no failed attempt is stored, no retry is spent, and the
+    recovered run asks again and completes with the token it hands out."""
+    world = Approvals()
+    refusing = _RefusesOneWrite(storage_factory())
+    te = TestEngine(_workflows(world), storage=refusing)
+    refusing.arm(puts_prefix(keys.PENDING_PREFIX, WF), after=False)
+    with contextlib.suppress(StorageUnavailableError):
+        te.start("approval", "doc-1", id=WF)
+    assert world.tokens == []
+    stored = dict(refusing.inner.scan(keys.workflow_partition(WF), keys.ATTEMPT_PREFIX))
+    assert stored == {}, "the engine's write error was stored as a failed attempt"
+    recover_fresh(te, storage_factory)
+    assert len(world.tokens) == 1
+    te.complete_activity(world.tokens[0], "yes")
+    assert te.describe(WF).result == {"decision": "yes"}

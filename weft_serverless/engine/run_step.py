@@ -61,8 +61,11 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
                 runner.yield_to_next_invocation(slot, number)
                 return None
             context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
-            context.on_async = functools.partial(_park_async, runner, slot, number)
+            park_failures: list[BaseException] = []
+            context.on_async = functools.partial(_park_async, runner, slot, number, park_failures)
             result = run_attempt(rt, activity, cmd, encoded_input, context)
+            if park_failures:
+                raise park_failures[0]  # the drive's error, not the activity's failure
             if context.async_token is not None:
                 return None
         if result.ok:
@@ -139,10 +142,20 @@ def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> Atte
     )
 
 
-def _park_async(runner: StepRunner, slot: str, number: int) -> None:
+def _park_async(runner: StepRunner, slot: str, number: int, failures: list[BaseException]) -> None:
+    """Record that the run waits on this attempt's token, inside ``complete_async()``.
+
+    A failure here (a lost commit or claim, a storage error) surfaces in the activity, which
+    must not get a token, but it is the engine's: ``failures`` keeps it so the attempt is not
+    recorded as the activity failing.
+    """
     key = keys.pending_key(runner.workflow_id, f"{slot}@{number}")
     record = {"async": number, "at": runner.rt.now()}
-    runner.commit_parking([Condition(key, None)], [Put(key, encode(record))])
+    try:
+        runner.commit_parking([Condition(key, None)], [Put(key, encode(record))])
+    except Exception as exc:
+        failures.append(exc)
+        raise
     runner.history.pending[f"{slot}@{number}"] = record
 
 

@@ -1,0 +1,121 @@
+"""The simulation harness in CI: a fixed range of seeded schedules must hold every invariant.
+
+``CI_SCHEDULES`` is the one knob: how many schedules a CI run makes, split between backends
+by ``SHARES`` (memory and SQLite for most, a handful on DynamoDB over moto's HTTP server).
+Each seed range is fixed, so a failure here is a failure of that seed anywhere; its message
+is the harness's shrunk reproduction, a one-line ``--replay`` command. See docs/simulation.md.
+
+The other tests pin the harness itself: a seed replays exactly, and a planted defect is found,
+shrunk, and reproduced by the printed line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from weft_serverless.storage import keys
+from weft_serverless.testing import simulate
+from weft_serverless.testing.sim_world import Scenario
+
+CI_SCHEDULES = 2000
+"""Schedules per CI run (about 2 minutes of CPU). Scale a soak with the CLI."""
+
+SHARES = {"memory": 0.75, "sqlite": 0.245, "dynamodb": 0.005}
+STEPS = {"memory": 60, "sqlite": 60, "dynamodb": 20}
+FIRST_SEED = {"memory": 0, "sqlite": 100_000, "dynamodb": 200_000}
+CHUNK = 100  # seeds per test item, so a failure names a small range
+STORAGE_MARK = {"memory": "memory", "sqlite": "sqlite", "dynamodb": "dynamodb-http"}
+
+
+def _chunks() -> Iterator[Any]:
+    for backend, share in SHARES.items():
+        count = max(1, round(CI_SCHEDULES * share))
+        first = FIRST_SEED[backend]
+        for start in range(first, first + count, CHUNK):
+            seeds = range(start, min(start + CHUNK, first + count))
+            yield pytest.param(
+                backend,
+                seeds,
+                id=f"{backend}-{seeds.start}-{seeds.stop - 1}",
+                marks=pytest.mark.storage(STORAGE_MARK[backend]),
+            )
+
+
+@pytest.fixture
+def endpoint(request: pytest.FixtureRequest, backend: str) -> str | None:
+    """moto's HTTP server of the test session, for the DynamoDB schedules."""
+    if backend != "dynamodb":
+        return None
+    from dynamodb_support import moto_environment
+
+    return moto_environment(request.config).start_server()
+
+
+@pytest.mark.parametrize(("backend", "seeds"), list(_chunks()))
+def test_seeded_schedules_hold_every_invariant(
+    backend: str, seeds: range, endpoint: str | None
+) -> None:
+    """Every schedule of the CI range reaches quiescence with no invariant broken."""
+    printed: list[str] = []
+    failures, ran = simulate.run_seeds(
+        seeds,
+        out=printed.append,
+        shrink_budget=30.0,
+        endpoint=endpoint,
+        steps=STEPS[backend],
+        backend=backend,
+    )
+    assert ran == len(seeds)
+    assert not failures, "\n\n".join(printed)
+
+
+def test_a_seed_replays_exactly() -> None:
+    """One seed, run twice, makes the same writes and fires the same faults: a printed seed
+    is a reproduction."""
+    scenario = simulate.generate(7, steps=60)
+    first, second = simulate.run_scenario(scenario), simulate.run_scenario(scenario)
+    assert first.writes == second.writes
+    assert first.faults_fired == second.faults_fired
+    assert first.faults_fired, "the seed should exercise some faults"
+    assert first.violations == second.violations == []
+
+
+def test_a_scenario_survives_its_replay_encoding() -> None:
+    scenario = simulate.generate(11, steps=30, engines=2, backend="sqlite")
+    assert simulate.decode_scenario(simulate.encode_scenario(scenario)) == scenario
+
+
+def test_a_planted_defect_is_found_shrunk_and_reproduced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sleep timer written a day late (a lost wake-up) breaks liveness: the harness finds
+    it, shrinks the schedule, and the printed replay line fails the same way."""
+    real_timer_key = keys.timer_key
+
+    def late_timer(due: float, workflow_id: str, tag: str) -> keys.Key:
+        return real_timer_key(due + 86_400 if tag.startswith("s") else due, workflow_id, tag)
+
+    monkeypatch.setattr(keys, "timer_key", late_timer)
+    printed: list[str] = []
+    failures, _ = simulate.run_seeds(
+        range(0, 40), out=printed.append, shrink_budget=20.0, steps=30, faults=[]
+    )
+    assert failures, "a lost sleep wake-up must be found within 40 seeds"
+    shrunk = failures[0]
+    original = simulate.generate(shrunk.scenario.seed, steps=30, faults=[])
+    assert len(shrunk.scenario.actions) < len(original.actions)
+    assert any("[liveness]" in v and "(sleep)" in v for v in shrunk.violations)
+    line = printed[0].splitlines()[-1]
+    assert line.startswith("  reproduce: python -m weft_serverless.testing.simulate --replay '")
+    replayed = simulate.decode_scenario(line.split("'")[1])
+    assert isinstance(replayed, Scenario)
+    assert simulate.run_scenario(replayed).violations == shrunk.violations
+
+
+def test_the_command_line_runs_seeds_and_replays(capsys: pytest.CaptureFixture[str]) -> None:
+    assert simulate.main(["--seed", "3", "--seeds", "2", "--steps", "15"]) == 0
+    assert "2 schedule(s) on memory, 0 failing" in capsys.readouterr().out
+    spec = simulate.encode_scenario(simulate.generate(3, steps=15))
+    assert simulate.main(["--replay", spec]) == 0
+    assert "seed 3: ok" in capsys.readouterr().out

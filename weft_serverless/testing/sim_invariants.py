@@ -1,0 +1,349 @@
+"""Invariants the simulator checks after a scenario (DESIGN.md, "Invariants every change keeps").
+
+Each checker reads the store directly (keys from ``storage/keys.py``) or the world's records
+(the write journal of every engine, activity executions, what the workload sent) and returns
+the violations it found, one line each. The journal checks cover every write of the run, so
+safety is checked continuously, not only at the end; liveness is judged at quiescence, after
+faults stopped and time ran on. ``INVARIANTS`` is the table; a new check is one entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+
+from weft_serverless.codec import decode
+from weft_serverless.engine.engine import Engine
+from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from weft_serverless.errors import WeftError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Key, Put
+from weft_serverless.testing.sim_workload import COMMANDS, Where
+from weft_serverless.testing.sim_world import FLOOD_PREFIX, LATE_PASSES, RENEW, World
+
+Checker = Callable[[World], list[str]]
+OWNER_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)
+
+
+def _workflow_of(key: Key) -> str | None:
+    if key.partition.startswith("wf#"):
+        return keys.dec(key.partition[3:])
+    return None
+
+
+def _all_ids(world: World) -> Iterator[str]:
+    """Every run the workload started, and the children they started (``{parent}.c{step}``)."""
+    seen: set[str] = set()
+    for entry in world.journal:
+        for op in entry.ops:
+            wf = _workflow_of(op.key)
+            if wf is not None and op.key.sort == keys.STATE and wf not in seen:
+                seen.add(wf)
+                yield wf
+
+
+def unexpected_errors(world: World) -> list[str]:
+    """Nothing but a ``WeftError`` (or an injected fault) escapes an engine call."""
+    return list(world.problems)
+
+
+def steps_commit_once(world: World) -> list[str]:
+    """No committed write puts an op record that exists (a retry deletes the failed one)."""
+    live: set[Key] = set()
+    problems = []
+    for seq, entry in enumerate(world.journal):
+        if not entry.committed:
+            continue
+        for op in entry.ops:
+            if not op.key.sort.startswith(keys.OP_PREFIX):
+                continue
+            if isinstance(op, Put):
+                if op.key in live:
+                    problems.append(
+                        f"write {seq} by {entry.engine}: step {op.key.sort} of "
+                        f"{_workflow_of(op.key)} committed twice"
+                    )
+                live.add(op.key)
+            else:
+                live.discard(op.key)
+    return problems
+
+
+def no_deposed_writes(world: World) -> list[str]:
+    """Under workflow-lease every owner record lands fenced on the current epoch, by its holder."""
+    if world.ownership != "workflow-lease":
+        return []
+    epoch: dict[str, bytes | None] = {}
+    owner: dict[str, str | None] = {}
+    problems = []
+    for seq, entry in enumerate(world.journal):
+        if not entry.committed:
+            continue
+        for op in entry.ops:
+            wf = _workflow_of(op.key)
+            if wf is None or not isinstance(op, Put) or not op.key.sort.startswith(OWNER_PREFIXES):
+                continue
+            fence = next(
+                (c for c in entry.conditions if c.key == keys.owner_epoch_key(wf)),
+                None,
+            )
+            where = f"write {seq} by {entry.engine}: {op.key.sort} of {wf}"
+            if fence is None or fence.expected is None:
+                problems.append(f"{where} landed unfenced")
+            elif fence.expected != epoch.get(wf):
+                problems.append(
+                    f"{where} fenced on epoch {unpack_epoch(fence.expected)}, "
+                    f"current {unpack_epoch(epoch.get(wf))}"
+                )
+            elif owner.get(wf) != entry.engine:
+                problems.append(f"{where} landed while {owner.get(wf)} held the epoch")
+        for op in entry.ops:
+            wf = _workflow_of(op.key)
+            if wf is None:
+                continue
+            if op.key == keys.owner_epoch_key(wf):
+                epoch[wf] = op.value if isinstance(op, Put) else None
+            elif op.key == keys.owner_holder_key(wf):
+                owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
+    return problems
+
+
+def terminal_runs_hold_no_claim(world: World) -> list[str]:
+    """After every committed write, a run that is terminal has no holder record."""
+    status: dict[str, str] = {}
+    held: dict[str, bool] = {}
+    problems = []
+    for seq, entry in enumerate(world.journal):
+        if not entry.committed:
+            continue
+        touched = set()
+        for op in entry.ops:
+            wf = _workflow_of(op.key)
+            if wf is None:
+                continue
+            touched.add(wf)
+            if op.key.sort == keys.STATE:
+                status[wf] = (
+                    WorkflowState.from_bytes(op.value).status if isinstance(op, Put) else ""
+                )
+            elif op.key == keys.owner_holder_key(wf):
+                held[wf] = isinstance(op, Put)
+        for wf in sorted(touched):
+            if status.get(wf) in TERMINAL and held.get(wf):
+                problems.append(
+                    f"write {seq} by {entry.engine}: {wf} is {status[wf]} and still claimed"
+                )
+    return problems
+
+
+def activities_run_once_more_than_faults(world: World) -> list[str]:
+    """An attempt re-runs only after a fault hit the engine that ran it, or after the operator
+    suspended, resumed or retried the run while that run's drive was in flight (a drive that
+    starts after such a move must see it: a queued drive trusting an old claim is a defect).
+
+    Not promised in mode none with several engines (any engine may drive any run there).
+    """
+    if world.ownership == "none":
+        return []
+    problems = []
+    for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
+        for before, again in itertools.pairwise(runs):
+            hit = world.slots[before.slot].faults > before.slot_faults
+            moved = any(
+                before.drive_start < tick < again.tick for tick in world.interventions.get(wf, [])
+            )
+            if not hit and not moved:
+                problems.append(
+                    f"activity {tag} of {wf} step {step} attempt {attempt} ran again on "
+                    f"e{again.slot} with no fault on e{before.slot} since its first run"
+                )
+    return problems
+
+
+def _observer(world: World) -> Engine:
+    """A fresh engine on the store, outside the fault plan, to read and replay."""
+    return Engine.create(
+        world.store,
+        world.flows,
+        ownership=world.ownership,  # type: ignore[arg-type]
+        background_tasks="manual",
+        clock=lambda: world.now,
+        engine_id="checker",
+        max_clock_skew=math.inf,
+        recover=False,
+    )
+
+
+def _states(world: World) -> dict[str, WorkflowState]:
+    found = {}
+    for wf in _all_ids(world):
+        data = world.store.get(keys.state_key(wf))
+        if data is not None:
+            found[wf] = WorkflowState.from_bytes(data)
+    return found
+
+
+def signals_with_id_consumed_once(world: World) -> list[str]:
+    """A completed run received each signal payload (ids dedupe, the rest are unique) once."""
+    problems = []
+    for wf, state in _states(world).items():
+        if state.status == "completed" and state.result is not None:
+            sigs = decode(state.result).get("sigs", [])
+            for payload in sorted({s for s in sigs if sigs.count(s) > 1}):
+                problems.append(f"{wf} received signal {payload!r} {sigs.count(payload)} times")
+    return problems
+
+
+def history_replays_to_result(world: World) -> list[str]:
+    """A fresh engine replaying a completed run's history reaches the stored result."""
+    problems = []
+    observer = _observer(world)
+    for wf, state in _states(world).items():
+        if state.status != "completed" or state.result is None:
+            continue
+        try:
+            replayed = observer.query(wf, "where")["result"]
+        except WeftError as exc:
+            problems.append(f"{wf}: replay failed: {type(exc).__name__}: {exc}")
+            continue
+        if replayed != decode(state.result):
+            problems.append(f"{wf}: replay gives {replayed!r}, stored {decode(state.result)!r}")
+    return problems
+
+
+def every_run_has_a_way_forward(world: World) -> list[str]:
+    """At quiescence every run is terminal, suspended, or parked on a wait nobody satisfied."""
+    states = _states(world)
+    world.live_children = {
+        wf for wf, s in states.items() if s.status not in TERMINAL and ".c" in wf
+    }
+    observer = _observer(world)
+    problems = []
+    for wf, state in states.items():
+        if state.status in TERMINAL or state.status == SUSPENDED or _flooded(wf):
+            continue
+        if state.status == PENDING:
+            problems.append(f"{wf} is still pending long after its start time")
+            continue
+        assert state.status == RUNNING
+        program = decode(state.input)["prog"]
+        try:
+            where = observer.query(wf, "where")
+        except WeftError as exc:
+            problems.append(f"{wf} is running and cannot be replayed: {exc}")
+            continue
+        at = Where(where["step"], where["signals"], where["updates"])
+        if at.step >= len(program):
+            problems.append(f"{wf} is running past its last step with nothing to finish it")
+            continue
+        name, arg = program[at.step]
+        if not COMMANDS[name].parked_ok(world, wf, at, arg):
+            problems.append(f"{wf} is running, stuck at step {at.step} ({name}) with no way on")
+    return problems + _stale_timers_and_claims(world, states)
+
+
+def timers_fire_within_bounded_passes(world: World) -> list[str]:
+    """At quiescence no timer stays due through ``LATE_PASSES`` rounds of passes, whatever
+    else is due or retained (a run it wakes may rightly be suspended or finished: then the
+    pass collects the timer)."""
+    return [f"timer {sort} stayed due through {LATE_PASSES} rounds" for sort in world.late_timers]
+
+
+def _flooded(wf: str) -> bool:
+    """A flood's own runs wait for takeovers, a few per pass by design; the others must not."""
+    return wf.startswith(FLOOD_PREFIX)
+
+
+def _stale_timers_and_claims(world: World, states: dict[str, WorkflowState]) -> list[str]:
+    problems = []
+    for shard in range(keys.TIMER_SHARDS):
+        bound = keys.timer_due_bound(world.now - 60.0)
+        for sort, _ in world.store.scan(keys.timer_partition(shard), lt=bound):
+            wf = keys.dec(sort.split("#")[1])
+            state = states.get(wf)
+            if state is not None and state.status == RUNNING and not _flooded(wf):
+                problems.append(f"timer {sort} of running {wf} is overdue and never fired")
+    for wf, state in states.items():
+        raw = world.store.get(keys.owner_holder_key(wf))
+        if raw is None or state.status != RUNNING or _flooded(wf):
+            continue
+        holder = decode(raw)
+        if float(holder["expires_at"]) + 2 * RENEW + 1.0 < world.now:
+            problems.append(f"{wf} is claimed by {holder['engine_id']}, expired, never taken over")
+    return problems
+
+
+def children_follow_their_parent(world: World) -> list[str]:
+    """At quiescence an awaited or request-cancel child of a finished parent is finished too.
+
+    Under workflow-lease only: in mode none a cancel fences out no engine still driving the
+    parent, which may start a child after it (mode none is for one engine per store).
+    """
+    if world.ownership == "none":
+        return []
+    states = _states(world)
+    problems = []
+    for wf, state in states.items():
+        if state.parent is None or state.status in TERMINAL or state.status == SUSPENDED:
+            continue
+        parent_id = str(state.parent["id"])
+        parent = states.get(parent_id)
+        step = int(wf.rsplit(".c", 1)[1])
+        if parent is None or parent.status not in TERMINAL:
+            continue
+        policy = decode(parent.input)["prog"][step][1][0]
+        if policy in ("await", "request-cancel"):
+            problems.append(f"{wf} ({policy}) is {state.status}; its parent is {parent.status}")
+    return problems
+
+
+PLANNED = ("SimFailure", "refused")
+
+
+def failures_are_planned(world: World) -> list[str]:
+    """A run fails only because the workload made an activity fail, or a child failed."""
+    states = _states(world)
+    problems = []
+    for wf, state in states.items():
+        if state.status != "failed":
+            continue
+        error = state.error or {}
+        message = str(error.get("message", ""))
+        if error.get("type") == "ActivityFailedError" and any(p in message for p in PLANNED):
+            continue
+        if error.get("type") == "ChildWorkflowFailedError":
+            child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
+            child_state = states.get(child) if child else None
+            if child_state is None or child_state.status in TERMINAL - {"completed"}:
+                continue
+        problems.append(f"{wf} failed for no planned reason: {error.get('type')}: {message}")
+    return problems
+
+
+INVARIANTS: dict[str, Checker] = {
+    "unexpected-errors": unexpected_errors,
+    "step-commits-once": steps_commit_once,
+    "no-deposed-writes": no_deposed_writes,
+    "terminal-holds-no-claim": terminal_runs_hold_no_claim,
+    "activity-runs-once-more-than-faults": activities_run_once_more_than_faults,
+    "signal-id-consumed-once": signals_with_id_consumed_once,
+    "history-replays": history_replays_to_result,
+    "liveness": every_run_has_a_way_forward,
+    "timers-fire-in-bounded-passes": timers_fire_within_bounded_passes,
+    "children-follow-parent": children_follow_their_parent,
+    "failures-are-planned": failures_are_planned,
+}
+"""Every invariant the simulator checks: name -> checker. A new invariant is one entry."""
+
+
+def check(world: World) -> list[str]:
+    """Every violation found, each prefixed by the invariant's name."""
+    found: list[str] = []
+    for name, checker in INVARIANTS.items():
+        found.extend(f"[{name}] {line}" for line in checker(world))
+    return found
+
+
+__all__ = ["INVARIANTS", "check"]

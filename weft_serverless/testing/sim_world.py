@@ -1,0 +1,627 @@
+"""The simulated world: several engines on one store, one seeded schedule, one thread.
+
+A ``Scenario`` is data (JSON-able): the engines, a list of actions and a fault plan. The
+``World`` carries out the actions one at a time in order, each on the engine it names, with a
+virtual clock per engine (the world's time plus a bounded skew). Nothing runs on a thread and
+nothing reads the wall clock, so a scenario replays exactly. ``ACTIONS`` is the table of what
+the workload and the operator can do; adding an action is one entry.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from weft_serverless.activity import ActivityContext, current_activity, set_current
+from weft_serverless.engine.engine import Engine
+from weft_serverless.errors import WeftError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Storage
+from weft_serverless.testing import SimulatedCrash
+from weft_serverless.testing.sim_faults import TRANSIENT, FaultyStorage
+from weft_serverless.testing.sim_workload import (
+    COMMANDS,
+    RETIRED,
+    WORKFLOW,
+    SimFailure,
+    build_workflows,
+    random_program,
+    retired_workflow,
+)
+
+T0 = 1_767_225_600.0
+TTL, RENEW = 3.0, 1.0  # a stale claim is taken over after 3 + 2 x 1 = 5 s without renewal
+MAX_SKEW = 0.4  # seconds an engine's clock may stray from the world's (below RENEW)
+STALL = TTL + 2 * RENEW + 1.5  # a stall outlives the claim and its grace
+FLOOD_RUNS = 1001  # runs a flood starts, all timers in one shard: more than a pass reads
+FLOOD_PREFIX = "flood"
+LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
+FLOOD_WEIGHT = 0.0
+"""Weight of ``flood`` in generated schedules: 0 (off) while retained timers can starve the
+others (the timer scan stops at 1,000 retained ones); set it (e.g. 0.05) once they cannot."""
+
+
+@dataclass
+class Scenario:
+    """Everything a run depends on besides the code: replaying it replays the run."""
+
+    seed: int
+    backend: str = "memory"
+    engines: int = 3
+    ownership: str = "workflow-lease"
+    actions: list[list[Any]] = field(default_factory=list)
+    faults: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """An action: its weight, how to draw its args, and how an engine carries it out."""
+
+    weight: float
+    draw: Callable[[random.Random, list[str]], list[Any]]
+    run: Callable[[World, Engine, list[Any]], None]
+
+
+def _pick(rng: random.Random, ids: list[str]) -> str:
+    return rng.choice(ids) if ids else "w0"
+
+
+def _draw_start(rng: random.Random, ids: list[str]) -> list[Any]:
+    """A new run ``w{n}``; its children's ids join the targets of later actions too."""
+    wf = f"w{sum(1 for known in ids if '.' not in known)}"
+    program = random_program(rng, rng.randint(1, 5))
+    ids.append(wf)
+    ids.extend(f"{wf}.c{step}" for step, (name, _) in enumerate(program) if name == "child")
+    delay = rng.choice([0, 0, 0, round(rng.uniform(0.5, 6.0), 1)])
+    return [wf, program, delay]
+
+
+def _run_start(world: World, engine: Engine, args: list[Any]) -> None:
+    wf, program, delay = args
+    world.started.add(wf)
+    engine.start(WORKFLOW, {"prog": program}, id=wf, start_after=delay or None)
+
+
+def _draw_signal(rng: random.Random, ids: list[str]) -> list[Any]:
+    sid = rng.choice([None, f"s{rng.randrange(6)}"])
+    return [_pick(rng, ids), sid]
+
+
+def _run_signal(world: World, engine: Engine, args: list[Any]) -> None:
+    wf, sid = args
+    world.signal_attempts += 1
+    payload = sid if sid is not None else f"anon{world.signal_attempts}"
+    engine.signal(wf, "go", payload, signal_id=None if sid is None else f"{wf}/{sid}")
+    world.signals_delivered.setdefault(wf, set()).add(payload)
+
+
+def _draw_update(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [_pick(rng, ids), rng.choice([1, 1, 1, -1]), f"u{rng.randrange(1000)}"]
+
+
+def _run_update(world: World, engine: Engine, args: list[Any]) -> None:
+    wf, payload, update_id = args
+    engine.update(wf, "approve", payload, update_id=f"{wf}/{update_id}")
+    if payload >= 0:
+        world.updates_ok.setdefault(wf, set()).add(update_id)
+
+
+def _draw_wf(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [_pick(rng, ids)]
+
+
+def _operator(method: str) -> Callable[[World, Engine, list[Any]], None]:
+    def run(world: World, engine: Engine, args: list[Any]) -> None:
+        if method not in INTERVENTIONS:
+            getattr(engine, method)(args[0])
+            return
+        # Counted before and after: it may land and still raise, and other engines may act
+        # while it runs (a preemption), on either side of the moment it lands.
+        world.intervene(args[0])
+        try:
+            getattr(engine, method)(args[0])
+        finally:
+            world.intervene(args[0])
+
+    return run
+
+
+def _run_query(world: World, engine: Engine, args: list[Any]) -> None:
+    engine.query(args[0], "where")
+
+
+def _draw_complete(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [rng.randrange(1000), rng.random() < 0.8]
+
+
+def _run_complete(world: World, engine: Engine, args: list[Any]) -> None:
+    if not world.tokens:
+        return
+    wf, step, token = world.tokens[args[0] % len(world.tokens)]
+    if args[1]:
+        engine.complete_activity(token, f"answer:{wf}/{step}")
+        world.completed_tokens.add(token)
+    else:
+        engine.fail_activity(token, "refused")
+
+
+def _run_maintenance(world: World, engine: Engine, args: list[Any]) -> None:
+    engine.run_maintenance()
+
+
+def _draw_advance(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [round(rng.choice([0.3, 1.0, 2.0, rng.uniform(0.1, 9.0)]), 2)]
+
+
+def _run_advance(world: World, engine: Engine, args: list[Any]) -> None:
+    world.now += float(args[0])
+
+
+def _run_crash(world: World, engine: Engine, args: list[Any]) -> None:
+    world.kill(world.acting[-1], "crash between actions")
+
+
+def _nothing(_rng: random.Random, _ids: list[str]) -> list[Any]:
+    return []
+
+
+def _draw_flood(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [FLOOD_RUNS, 0]  # the shard a pass reads first: the worst case
+
+
+def _run_flood(world: World, engine: Engine, args: list[Any]) -> None:
+    """An old deploy starts ``n`` sleeping runs of a type the current engines no longer
+    have, all timers in one shard, and is retired: their timers fall due and can never fire,
+    so every pass retains them (defect shape: a retired workflow type's backlog)."""
+    count, shard = args
+    flood, n = world.floods, 0
+    world.floods += 1
+    old = Engine.create(
+        FaultyStorage(
+            world.store, lambda _counter, _partition: None, world.journal_as(f"old{flood}")
+        ),
+        {**world.flows, **retired_workflow()},
+        ownership=world.ownership,  # type: ignore[arg-type]
+        background_tasks="manual",
+        clock=lambda: world.now,
+        engine_id=f"old{flood}",
+        max_clock_skew=math.inf,
+        recover=False,
+        **world.claim_options(),
+    )
+    while count > 0:
+        wf = f"{FLOOD_PREFIX}{flood}.{n}"
+        n += 1
+        if keys.shard_of(wf, keys.TIMER_SHARDS) == shard:
+            old.start(RETIRED, None, id=wf)
+            count -= 1
+
+
+ACTIONS: dict[str, ActionSpec] = {
+    "start": ActionSpec(3, _draw_start, _run_start),
+    "signal": ActionSpec(2, _draw_signal, _run_signal),
+    "update": ActionSpec(1, _draw_update, _run_update),
+    "query": ActionSpec(0.5, _draw_wf, _run_query),
+    "cancel": ActionSpec(0.4, _draw_wf, _operator("cancel")),
+    "suspend": ActionSpec(0.4, _draw_wf, _operator("suspend")),
+    "resume": ActionSpec(0.6, _draw_wf, _operator("resume")),
+    "retry": ActionSpec(0.5, _draw_wf, _operator("retry")),
+    "purge": ActionSpec(0.3, _draw_wf, _operator("purge")),
+    "complete": ActionSpec(1, _draw_complete, _run_complete),
+    "maintain": ActionSpec(4, _nothing, _run_maintenance),
+    "advance": ActionSpec(4, _draw_advance, _run_advance),
+    "crash": ActionSpec(0.3, _nothing, _run_crash),
+    # More due timers in one shard than a maintenance pass reads (see FLOOD_WEIGHT).
+    "flood": ActionSpec(FLOOD_WEIGHT, _draw_flood, _run_flood),
+}
+"""Every action of the workload and the operator: name -> spec. A new action is one entry."""
+
+
+SCOPES = (0, 0, 1, 1, 2)
+INTERVENTIONS = frozenset({"suspend", "resume", "retry"})
+"""Operator moves after which a step in flight may rightly run again: suspending a run
+deposes the engine inside its activity, and a retry re-runs the failed step."""
+PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
+    ("maintain",),
+    ("resume",),
+    ("signal",),
+    ("cancel",),
+)
+"""What another engine may do in the middle of a preempted call (each a short sequence)."""
+PREEMPT_MOVES_AT_WRITES = (*PREEMPT_MOVES, ("suspend", "resume"))
+"""Also a suspend and resume elsewhere, before a write, or before a read about another run
+than the target. Not before a read about the target itself: between a drive's claim check
+and its activity, a suspend and resume elsewhere make the activity run once more (its commit
+is fenced out), a window the activity invariant cannot tell from a defect."""
+
+
+def random_actions(
+    rng: random.Random, steps: int, engines: int, weights: Mapping[str, float] | None = None
+) -> list[list[Any]]:
+    """``steps`` actions ``[name, engine, scope, *args]``, starting with a start.
+
+    ``scope`` is 0 (a plain call), 1 (inside an invocation scope) or 2 (an invocation with no
+    time left: every step is deferred to the next invocation behind a timer due now).
+
+    ``weights`` overrides the table's weights by name (e.g. ``{"flood": 0.2}``).
+    """
+    table = {name: spec.weight for name, spec in ACTIONS.items()} | dict(weights or {})
+    names = [name for name, weight in table.items() if weight > 0]
+    chances = [table[name] for name in names]
+    ids: list[str] = []
+    actions: list[list[Any]] = []
+    for n in range(steps):
+        name = "start" if n == 0 else rng.choices(names, chances)[0]
+        args = ACTIONS[name].draw(rng, ids)
+        actions.append([name, rng.randrange(engines), rng.choice(SCOPES), *args])
+    return actions
+
+
+def _workflow_of(partition: str) -> str | None:
+    return keys.dec(partition[3:]) if partition.startswith("wf#") else None
+
+
+@contextmanager
+def _own_activity_context() -> Iterator[None]:
+    """Keep the interrupted activity's context: engines that act in the middle of it share
+    this thread, and each activity they run resets the thread's context when it ends."""
+    saved: ActivityContext | None
+    try:
+        saved = current_activity()
+    except WeftError:
+        saved = None
+    try:
+        yield
+    finally:
+        set_current(saved)
+
+
+class SkewedClock:
+    """An engine's clock: the world's time plus this incarnation's skew."""
+
+    def __init__(self, world: World, skew: float) -> None:
+        self.world = world
+        self.skew = skew
+
+    def __call__(self) -> float:
+        return self.world.now + self.skew
+
+
+@dataclass
+class Slot:
+    """One engine process; a crash ends an incarnation and the next use starts a new one."""
+
+    index: int
+    incarnation: int = 0
+    engine: Engine | None = None
+    storage: FaultyStorage | None = None
+    faults: int = 0  # faults that hit this slot so far (any kind)
+
+    @property
+    def engine_id(self) -> str:
+        return f"e{self.index}.{self.incarnation}"
+
+
+@dataclass(frozen=True)
+class Execution:
+    slot: int
+    slot_faults: int  # the slot's fault count when the activity ran
+    drive_start: int  # tick at which the drive running it read the run's history
+    tick: int  # tick at which it ran
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    engine: str
+    conditions: tuple[Condition, ...]
+    ops: tuple[Op, ...]
+    committed: bool
+
+
+class World:
+    """Runs one scenario on one store; the invariant checker reads what it recorded."""
+
+    def __init__(self, scenario: Scenario, storage: Storage) -> None:
+        self.scenario = scenario
+        self.store = storage
+        self.ownership = scenario.ownership
+        self.now = T0
+        self.rng = random.Random(scenario.seed ^ 0x5EED)
+        self.slots = [Slot(i) for i in range(scenario.engines)]
+        self.acting: list[Slot] = []
+        self.doing: list[tuple[str, list[Any]]] = []  # the actions in progress, outermost first
+        self.flows = build_workflows(self)
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("read", "write", "activity", "invocation-end"), 0
+        )
+        self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
+        self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
+        self.journal: list[JournalEntry] = []
+        self.executions: dict[tuple[str, int, str, int], list[Execution]] = {}
+        self.started: set[str] = set()
+        self.interventions: dict[str, list[int]] = {}  # ticks of operator moves, per run
+        self.drive_starts: dict[tuple[int, str], int] = {}  # (slot, run) -> tick of its read
+        self.ticks = 0
+        self.signal_attempts = 0
+        self.signals_delivered: dict[str, set[str]] = {}
+        self.updates_ok: dict[str, set[str]] = {}
+        self.tokens: list[tuple[str, int, str]] = []
+        self.completed_tokens: set[str] = set()
+        self._ledger: dict[str, Any] = {}
+        self.problems: list[str] = []
+        self.faults_on = True
+        self.floods = 0
+        self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds
+        self.known_runs: dict[str, None] = {}  # every run written so far, in order
+        self.live_children: set[str] = set()  # filled by the liveness check before it asks
+
+    # -- engines -------------------------------------------------------------------------------
+
+    def engine(self, slot: Slot) -> Engine | None:
+        """The slot's engine, starting a new incarnation (which recovers) if it died."""
+        if slot.engine is not None:
+            return slot.engine
+        slot.incarnation += 1
+
+        def fault_for(counter: str, partition: str) -> str | None:
+            return self._storage_fault(counter, slot, partition)
+
+        def after_write(partition: str) -> None:
+            self._preempt(slot, _workflow_of(partition), at_write=True)
+
+        def history_read(partition: str) -> None:
+            wf = _workflow_of(partition)
+            if wf is not None:
+                self.drive_starts[(slot.index, wf)] = self.clock_tick()
+
+        storage = FaultyStorage(
+            self.store, fault_for, self._journal_for(slot), after_write, history_read
+        )
+        slot.storage = storage
+        clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
+        options = self.claim_options()
+
+        def create() -> None:
+            slot.engine = Engine.create(
+                storage,
+                self.flows,
+                ownership=self.ownership,  # type: ignore[arg-type]
+                background_tasks="manual",
+                clock=clock,
+                engine_id=slot.engine_id,
+                max_clock_skew=math.inf,
+                recover=False,
+                **options,
+            )
+
+        with self._acting(slot):
+            self._guard(slot, "create", create)
+            if slot.engine is None:  # the process failed to start: it tries again next time
+                self.kill(slot, "start failed")
+                return None
+            self._guard(slot, "recover", slot.engine.recover_all)
+        return slot.engine
+
+    def claim_options(self) -> dict[str, Any]:
+        if self.ownership == "workflow-lease":
+            return {"workflow_claim_ttl": TTL, "workflow_claim_renew_interval": RENEW}
+        return {}
+
+    def kill(self, slot: Slot, why: str) -> None:
+        if slot.storage is not None:
+            slot.storage.kill()
+        slot.engine, slot.storage = None, None
+        slot.faults += 1
+
+    def _journal_for(self, slot: Slot) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
+        return self.journal_as(slot.engine_id)
+
+    def journal_as(
+        self, engine_id: str
+    ) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
+        """What a storage handle calls after each write, to journal it under ``engine_id``."""
+
+        def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
+            self.journal.append(JournalEntry(engine_id, tuple(conditions), tuple(ops), ok))
+            if ok:
+                for op in ops:
+                    if op.key.sort == keys.STATE and op.key.partition.startswith("wf#"):
+                        self.known_runs.setdefault(keys.dec(op.key.partition[3:]), None)
+
+        return record
+
+    @contextmanager
+    def _acting(self, slot: Slot) -> Iterator[None]:
+        self.acting.append(slot)
+        try:
+            yield
+        finally:
+            self.acting.pop()
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    def _next_fault(self, counter: str, slot: Slot) -> str | None:
+        self.counters[counter] += 1
+        if not self.faults_on:
+            return None
+        kind = self.plan.get((counter, self.counters[counter]))
+        if kind is not None:
+            self.fired.append((counter, self.counters[counter], kind, slot.engine_id))
+            if not kind.startswith("preempt"):
+                slot.faults += 1
+        return kind
+
+    def _storage_fault(self, counter: str, slot: Slot, partition: str) -> str | None:
+        """The fault for this read or write; a preemption is carried out here, before it."""
+        kind = self._next_fault(counter, slot)
+        if kind in ("preempt-read", "preempt-write"):
+            self._preempt(slot, _workflow_of(partition), at_write=counter == "write")
+            return None
+        return kind  # "preempt-after-write" is carried out by the handle, once the write landed
+
+    def _preempt(self, preempted: Slot, focus: str | None, at_write: bool) -> None:
+        """Another engine makes one move in the middle of this one's call (one level deep),
+        most often on the workflow that call is about or on one of its children: races on
+        one workflow are the ones that matter."""
+        if len(self.acting) > 1:
+            return
+        others = [slot for slot in self.slots if slot is not preempted]
+        runs = list(self.known_runs)
+        if not others or not runs:
+            return
+        slot = self.rng.choice(others)
+        roll = self.rng.random()
+        if focus is not None and focus in self.known_runs and roll < 0.6:
+            family = [focus, *(run for run in runs if run.startswith(focus + ".c"))]
+            target = self.rng.choice(family)
+        else:
+            target = self.rng.choice(runs[-3:] if roll < 0.8 else runs)
+        moves = PREEMPT_MOVES_AT_WRITES if at_write or target != focus else PREEMPT_MOVES
+        with _own_activity_context():
+            for name in self.rng.choice(moves):
+                args: list[Any] = [] if name == "maintain" else [target]
+                if name == "signal":
+                    args.append(None)
+                self._act(slot, name, args, scope=self.rng.choice(SCOPES))
+        for outer, outer_args in self.doing:  # an interrupted move may land only now
+            if outer in INTERVENTIONS:
+                self.intervene(outer_args[0])
+
+    # -- the Observer protocol (called by the workload's activities) -----------------------------
+
+    def activity_ran(self, workflow_id: str, step: int, tag: str, attempt: int) -> None:
+        slot = self.acting[-1]
+        runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
+        runs.append(
+            Execution(
+                slot.index,
+                slot.faults,
+                self.drive_starts.get((slot.index, workflow_id), 0),
+                self.clock_tick(),
+            )
+        )
+        kind = self._next_fault("activity", slot)
+        if kind == "crash-in-activity":
+            self.kill(slot, kind)
+            raise SimulatedCrash(f"{slot.engine_id} died inside an activity")
+        if kind == "stall-in-activity" and len(self.acting) == 1:
+            self._stall(slot)
+
+    def _stall(self, stalled: Slot) -> None:
+        """The engine hangs inside the activity past its claim; the others carry on."""
+        self.now += STALL
+        with _own_activity_context():
+            for slot in self.slots:
+                if slot is not stalled:
+                    self._act(slot, "maintain", [], scope=0)
+
+    def clock_tick(self) -> int:
+        """A sequence number for ordering what happened (drive starts, runs, operator moves)."""
+        self.ticks += 1
+        return self.ticks
+
+    def intervene(self, workflow_id: str) -> None:
+        self.interventions.setdefault(workflow_id, []).append(self.clock_tick())
+
+    def async_token(self, workflow_id: str, step: int, token: str) -> None:
+        self.tokens.append((workflow_id, step, token))
+
+    def ledger(self) -> dict[str, Any]:
+        return self._ledger
+
+    def signals_sent(self, workflow_id: str) -> int:
+        return len(self.signals_delivered.get(workflow_id, ()))
+
+    def updates_applied(self, workflow_id: str) -> int:
+        return len(self.updates_ok.get(workflow_id, ()))
+
+    def token_completed(self, workflow_id: str, step: int) -> bool:
+        """Whether the latest token the step handed out (its current attempt's) was completed."""
+        mine = [token for wf, n, token in self.tokens if (wf, n) == (workflow_id, step)]
+        return bool(mine) and mine[-1] in self.completed_tokens
+
+    def child_live(self, child_id: str) -> bool:
+        return child_id in self.live_children
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for name, engine_index, scope, *args in self.scenario.actions:
+            slot = self.slots[engine_index % len(self.slots)]
+            self._act(slot, name, args, scope=int(scope))
+
+    def _act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
+        spec = ACTIONS[name]
+        engine = self.engine(slot)
+        if engine is None or slot.engine is None:  # failed to start, or died recovering
+            return
+        self.doing.append((name, args))
+        try:
+            self._carry_out(slot, engine, spec, name, args, scope)
+        finally:
+            self.doing.pop()
+
+    def _carry_out(
+        self, slot: Slot, engine: Engine, spec: ActionSpec, name: str, args: list[Any], scope: int
+    ) -> None:
+        with self._acting(slot):
+            if not scope:
+                self._guard(slot, name, lambda: spec.run(self, engine, args))
+                return
+
+            def invoke() -> None:
+                time_left = (lambda: 0.0) if scope == 2 else None
+                with engine.invocation(time_left=time_left, heartbeat=False):
+                    try:
+                        spec.run(self, engine, args)
+                    finally:
+                        if self._next_fault("invocation-end", slot) == "lost-invocation-end":
+                            self.kill(slot, "lost invocation end")
+
+            self._guard(slot, name, invoke)
+
+    def _guard(self, slot: Slot, name: str, call: Callable[[], None]) -> None:
+        """Run one call; expected refusals and injected faults are part of the game."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                call()
+        except SimulatedCrash:
+            self.kill(slot, name)
+        except (WeftError, SimFailure):
+            pass
+        except Exception as exc:  # anything else escaping the engine is a defect
+            self.problems.append(f"{slot.engine_id} {name}: unexpected {type(exc).__name__}: {exc}")
+
+    def quiesce(self, passes: int = 12, step: float = 15.0) -> None:
+        """Stop faults, bring every engine back and let time run on, maintaining on each;
+        note every timer that stays due through ``LATE_PASSES`` rounds of passes."""
+        self.faults_on = False
+        overdue: dict[str, int] = {}
+        for _ in range(passes):
+            self.now += step
+            for slot in self.slots:
+                self._act(slot, "maintain", [], scope=0)
+            overdue = {sort: overdue.get(sort, 0) + 1 for sort in self._due_timers()}
+            for sort, rounds in overdue.items():
+                if rounds == LATE_PASSES:
+                    self.late_timers.append(sort)
+
+    def _due_timers(self) -> Iterator[str]:
+        """Due timers of runs that are not a flood's (a flood waits for takeovers by design)."""
+        bound = keys.timer_due_bound(self.now)
+        for shard in range(keys.TIMER_SHARDS):
+            for sort, _ in self.store.scan(keys.timer_partition(shard), lt=bound):
+                if not keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX):
+                    yield sort
+
+    def transient_faults(self) -> int:
+        return sum(1 for fired in self.fired if fired[2] in TRANSIENT)
+
+
+__all__ = ["ACTIONS", "COMMANDS", "Scenario", "World", "random_actions"]
