@@ -399,3 +399,33 @@ def test_updates_past_9999_at_one_park_point_replay_in_order(storage_factory: Op
     assert te.query(WF, "latest") == 10_000
     te.signal(WF, "done")
     assert te.describe(WF).result == 10_000
+
+
+def _leaf(ctx: Any, _: Any) -> Any:
+    return (yield ctx.now())
+
+
+def _child_after_update(ctx: Any, _: Any) -> Any:
+    ready = [False]
+    ctx.on_update("go", lambda _: ready.__setitem__(0, True))
+    yield ctx.wait_until(lambda: ready[0])
+    yield ctx.start_child("leaf", None, id="child-after-update")
+    return "done"
+
+
+def test_a_child_started_by_an_update_is_driven_by_the_update_call(
+    storage_factory: Opener,
+) -> None:
+    """The update lets the parent start a child: the update call drives that child (and so
+    the parent to its end) inline, as any waking call does, not a wake-up grace later."""
+    te = make_engine(
+        storage_factory,
+        {
+            "p": workflow("p").execute(_child_after_update),
+            "leaf": workflow("leaf").execute(_leaf),
+        },
+    )
+    te.start("p", id="p")
+    te.update("p", "go")
+    assert te.describe("child-after-update").status == "completed"
+    assert te.describe("p").status == "completed"

@@ -295,6 +295,10 @@ class Engine:
         result = interactions.send_update(
             self._rt, self._dispatcher, check_id(workflow_id), name, payload, update_id, timeout
         )
+        if self._rt.background_tasks == "manual":
+            # The update's drive may have woken others (a child it started, a parent it
+            # finished): drive them now, as any waking call does; they keep wake-ups regardless.
+            self._dispatcher.drain(swallow_errors=True)
         self._settle()
         return result
 
