@@ -46,8 +46,8 @@ class FaultSpec:
 
 TRANSIENT_FAULTS_ON = True
 """Transient storage errors reaching the engine (``busy``, ``throttled``, ``server-error-*``,
-``read-busy``) are off in generated plans while a failed drive can strand a run with no
-durable wake-up (DESIGN.md liveness); turn them on once every failed drive leaves one."""
+``read-busy``) in generated plans: on since every failed drive leaves a durable wake-up
+(DESIGN.md liveness); turn off only to isolate another finding."""
 
 PREEMPT_AFTER_WRITE_ON = True
 """Other engines acting right after a write landed (a child start, say): the window in which

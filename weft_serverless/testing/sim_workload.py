@@ -204,9 +204,8 @@ COMMANDS: dict[str, CommandSpec] = {
 CHILD_COMMANDS = ["act", "sleep", "signal", "flaky", "update"]
 
 CHILD_AFTER_UPDATE_ON = True
-"""Whether a program may start a child after an update wait. Off while the drive an update
-makes does not run the child drives it queues (a child started there is never driven and,
-writing no wake-up timer, is stranded); turn it on once a child start always has one."""
+"""Whether a program may start a child after an update wait (on: a child start always has a
+wake-up, and the update call drives the child it lets the parent start)."""
 
 
 def random_program(rng: random.Random, length: int) -> list[list[Any]]:
