@@ -261,8 +261,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--replay", help="run exactly this scenario (printed by a failure)")
     parser.add_argument("--no-shrink", action="store_true", help="print failures unshrunk")
     args = parser.parse_args(argv)
+    engine_log = logging.getLogger("weft_serverless")
+    level = engine_log.level
     if not args.verbose:
-        logging.getLogger("weft_serverless").setLevel(logging.CRITICAL)
+        engine_log.setLevel(logging.CRITICAL)
+    try:
+        return _run(args)
+    finally:
+        engine_log.setLevel(level)  # called in-process (tests), it leaves logging as it was
+
+
+def _run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.replay:
         outcome = run_scenario(decode_scenario(args.replay))
