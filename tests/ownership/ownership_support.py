@@ -25,7 +25,6 @@ from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
-    Capabilities,
     Condition,
     Key,
     Op,
@@ -33,7 +32,7 @@ from weft_serverless.storage.base import (
     SortRange,
     Storage,
 )
-from weft_serverless.testing import DEFAULT_START, SimulatedCrash, VirtualClock
+from weft_serverless.testing import DEFAULT_START, DelegatingStorage, SimulatedCrash, VirtualClock
 
 Opener = Callable[[], Storage]
 
@@ -107,7 +106,7 @@ class Journal:
         return self.writes[mark:]
 
 
-class RecordingStorage(Storage):
+class RecordingStorage(DelegatingStorage):
     """One engine's handle: delegates to ``inner`` and journals every write under ``engine``.
 
     ``kill()`` stands for the process dying: every later call raises ``SimulatedCrash``, so a
@@ -115,8 +114,7 @@ class RecordingStorage(Storage):
     """
 
     def __init__(self, inner: Storage, engine: str, journal: Journal) -> None:
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.engine = engine
         self.journal = journal
         self.dead = False
@@ -128,26 +126,15 @@ class RecordingStorage(Storage):
         if self.dead:
             raise SimulatedCrash(f"engine {self.engine} is dead")
 
-    def capabilities(self) -> Capabilities:
-        return self.inner.capabilities()
-
     def _get(self, key: Key) -> bytes | None:
         self._alive()
-        return self.inner.get(key)
+        return super()._get(key)
 
     def _scan(
         self, partition: str, rng: SortRange, limit: int | None, reverse: bool
     ) -> Iterator[tuple[str, bytes]]:
         self._alive()
-        return self.inner.scan(
-            partition,
-            gt=rng.low if rng.low is not None and not rng.low_inclusive else None,
-            gte=rng.low if rng.low is not None and rng.low_inclusive else None,
-            lt=rng.high if rng.high is not None and not rng.high_inclusive else None,
-            lte=rng.high if rng.high is not None and rng.high_inclusive else None,
-            limit=limit,
-            reverse=reverse,
-        )
+        return super()._scan(partition, rng, limit, reverse)
 
     def _batch(self, ops: Sequence[Op]) -> None:
         self._alive()

@@ -17,7 +17,7 @@ a maintenance pass renewing its one holder.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from ownership_support import (
@@ -33,16 +33,14 @@ from weft_serverless import Engine, workflow
 from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
-    Capabilities,
     Condition,
     Delete,
     Key,
     Op,
     Put,
-    SortRange,
     Storage,
 )
-from weft_serverless.testing import VirtualClock
+from weft_serverless.testing import DelegatingStorage, VirtualClock
 
 Gen = Generator[Any, Any, Any]
 WriteHook = Callable[[Sequence[Condition], Sequence[Op]], None]
@@ -51,38 +49,21 @@ Opener = Callable[[], Storage]
 WAIT = 30.0  # a bound on waits for another thread that can always proceed; never reached
 
 
-class HookedStorage(Storage):
+class HookedStorage(DelegatingStorage):
     """Delegates to ``inner``; runs ``after_get`` after a point read on the main thread and
     ``after_write`` after a write has been applied (each hook once, then it is cleared)."""
 
     def __init__(self, inner: Storage) -> None:
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.after_get: Callable[[Key], None] | None = None
         self.after_write: WriteHook | None = None
 
-    def capabilities(self) -> Capabilities:
-        return self.inner.capabilities()
-
     def _get(self, key: Key) -> bytes | None:
-        value = self.inner.get(key)
+        value = super()._get(key)
         hook = self.after_get
         if hook is not None and threading.current_thread() is threading.main_thread():
             hook(key)
         return value
-
-    def _scan(
-        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
-    ) -> Iterator[tuple[str, bytes]]:
-        return self.inner.scan(
-            partition,
-            gt=rng.low if rng.low is not None and not rng.low_inclusive else None,
-            gte=rng.low if rng.low is not None and rng.low_inclusive else None,
-            lt=rng.high if rng.high is not None and not rng.high_inclusive else None,
-            lte=rng.high if rng.high is not None and rng.high_inclusive else None,
-            limit=limit,
-            reverse=reverse,
-        )
 
     def _batch(self, ops: Sequence[Op]) -> None:
         self.inner.batch(ops)

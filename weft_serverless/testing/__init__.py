@@ -22,6 +22,7 @@ from weft_serverless.storage.base import (
     Capabilities,
     ClockOffset,
     Condition,
+    Key,
     Op,
     SortRange,
     Storage,
@@ -32,6 +33,7 @@ from weft_serverless.workflow import WorkflowDefinition
 
 __all__ = [
     "CrashingStorage",
+    "DelegatingStorage",
     "MockActivity",
     "MotoDynamoDB",
     "SimulatedCrash",
@@ -71,27 +73,13 @@ class VirtualClock:
             return self._now
 
 
-class CrashingStorage(Storage):
-    """Wraps a storage and raises ``SimulatedCrash`` before or after its Nth write.
+class DelegatingStorage(Storage):
+    """Passes every call to ``inner``: the base of test wrappers that inject crashes, faults
+    or hooks, each overriding only the calls it changes."""
 
-    A write is one ``batch`` or ``conditional_batch`` call (``put`` and ``delete`` are
-    batches). ``writes`` counts every write attempted so far, so a test can first measure
-    how many writes a scenario makes, then crash at each of them in turn.
-    """
-
-    def __init__(
-        self,
-        inner: Storage,
-        *,
-        crash_before_write: int | None = None,
-        crash_after_write: int | None = None,
-    ) -> None:
+    def __init__(self, inner: Storage) -> None:
         super().__init__()
         self.inner = inner
-        self.crash_before_write = crash_before_write
-        self.crash_after_write = crash_after_write
-        self.writes = 0
-        self.crashed = False
 
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities()
@@ -99,7 +87,7 @@ class CrashingStorage(Storage):
     def clock_offset(self) -> ClockOffset | None:
         return self.inner.clock_offset()
 
-    def _get(self, key: Any) -> bytes | None:
+    def _get(self, key: Key) -> bytes | None:
         return self.inner.get(key)
 
     def _scan(
@@ -114,6 +102,34 @@ class CrashingStorage(Storage):
             limit=limit,
             reverse=reverse,
         )
+
+    def _batch(self, ops: Sequence[Op]) -> None:
+        self.inner.batch(ops)
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        return self.inner.conditional_batch(conditions, ops)
+
+
+class CrashingStorage(DelegatingStorage):
+    """Wraps a storage and raises ``SimulatedCrash`` before or after its Nth write.
+
+    A write is one ``batch`` or ``conditional_batch`` call (``put`` and ``delete`` are
+    batches). ``writes`` counts every write attempted so far, so a test can first measure
+    how many writes a scenario makes, then crash at each of them in turn.
+    """
+
+    def __init__(
+        self,
+        inner: Storage,
+        *,
+        crash_before_write: int | None = None,
+        crash_after_write: int | None = None,
+    ) -> None:
+        super().__init__(inner)
+        self.crash_before_write = crash_before_write
+        self.crash_after_write = crash_after_write
+        self.writes = 0
+        self.crashed = False
 
     def _write(self, apply: Callable[[], bool]) -> bool:
         self.writes += 1

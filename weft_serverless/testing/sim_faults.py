@@ -20,15 +20,13 @@ from typing import Any, Literal
 
 from weft_serverless.errors import StorageRetriesExhaustedError, StorageUnavailableError
 from weft_serverless.storage.base import (
-    Capabilities,
-    ClockOffset,
     Condition,
     Key,
     Op,
     SortRange,
     Storage,
 )
-from weft_serverless.testing import SimulatedCrash
+from weft_serverless.testing import DelegatingStorage, SimulatedCrash
 
 Counter = Literal["read", "write", "activity", "invocation-end"]
 
@@ -107,7 +105,7 @@ def random_plan(
     return plan
 
 
-class FaultyStorage(Storage):
+class FaultyStorage(DelegatingStorage):
     """One engine incarnation's handle on the shared store; fails when the plan says so.
 
     ``fault_for(counter, partition)`` (the simulator) answers which fault, if any, hits the
@@ -124,8 +122,7 @@ class FaultyStorage(Storage):
         after_write: Callable[[str], None] | None = None,
         history_read: Callable[[str], None] | None = None,
     ) -> None:
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.fault_for = fault_for
         self.journal = journal
         self.after_write = after_write
@@ -139,12 +136,6 @@ class FaultyStorage(Storage):
         if self.dead:
             raise SimulatedCrash("this engine is dead")
 
-    def capabilities(self) -> Capabilities:
-        return self.inner.capabilities()
-
-    def clock_offset(self) -> ClockOffset | None:
-        return self.inner.clock_offset()
-
     def _read(self, partition: str) -> None:
         self._alive()
         if self.fault_for("read", partition) == "read-busy":
@@ -153,7 +144,7 @@ class FaultyStorage(Storage):
 
     def _get(self, key: Key) -> bytes | None:
         self._read(key.partition)
-        return self.inner.get(key)
+        return super()._get(key)
 
     def _scan(
         self, partition: str, rng: SortRange, limit: int | None, reverse: bool
@@ -161,15 +152,7 @@ class FaultyStorage(Storage):
         self._read(partition)
         if rng.low is None and rng.high is None and self.history_read is not None:
             self.history_read(partition)
-        rows = self.inner.scan(
-            partition,
-            gt=rng.low if rng.low is not None and not rng.low_inclusive else None,
-            gte=rng.low if rng.low is not None and rng.low_inclusive else None,
-            lt=rng.high if rng.high is not None and not rng.high_inclusive else None,
-            lte=rng.high if rng.high is not None and rng.high_inclusive else None,
-            limit=limit,
-            reverse=reverse,
-        )
+        rows = super()._scan(partition, rng, limit, reverse)
         for row in rows:
             self._alive()
             yield row

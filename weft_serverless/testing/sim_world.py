@@ -23,7 +23,7 @@ from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.testing import SimulatedCrash
-from weft_serverless.testing.sim_faults import TRANSIENT, FaultyStorage
+from weft_serverless.testing.sim_faults import FaultyStorage
 from weft_serverless.testing.sim_workload import (
     COMMANDS,
     RETIRED,
@@ -619,9 +619,6 @@ class World:
             for sort, _ in self.store.scan(keys.timer_partition(shard), lt=bound):
                 if not keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX):
                     yield sort
-
-    def transient_faults(self) -> int:
-        return sum(1 for fired in self.fired if fired[2] in TRANSIENT)
 
 
 __all__ = ["ACTIONS", "COMMANDS", "Scenario", "World", "random_actions"]
