@@ -295,11 +295,7 @@ class Engine:
         result = interactions.send_update(
             self._rt, self._dispatcher, check_id(workflow_id), name, payload, update_id, timeout
         )
-        if self._rt.background_tasks == "manual":
-            # The update's drive may have woken others (a child it started, a parent it
-            # finished): drive them now, as any waking call does; they keep wake-ups regardless.
-            self._dispatcher.drain(swallow_errors=True)
-        self._settle()
+        self._drive_woken()  # what the update's drive woke: a child it let start, a parent
         return result
 
     def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
@@ -470,6 +466,10 @@ class Engine:
         ``WorkflowAlreadyExistsError``. A later maintenance pass drives the run.
         """
         self._dispatcher.enqueue(workflow_id, kind)
+        self._drive_woken()
+
+    def _drive_woken(self) -> None:
+        """Drive what is queued (inline in manual mode), then close children of ended runs."""
         if self._rt.background_tasks == "manual":
             self._dispatcher.drain(swallow_errors=True)
         self._settle()

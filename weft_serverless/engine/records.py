@@ -131,7 +131,6 @@ class History:
     attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
-    raw: dict[str, bytes] = field(default_factory=dict)
     # The stored step, update and version records: what replay to the park point rebuilds.
     replayed: dict[str, bytes] = field(default_factory=dict)
     # Encoded update records per park slot, decoded only when replayed (there can be many).
@@ -145,18 +144,16 @@ class History:
         return sum(1 for slot in self.ops if "." not in slot)
 
     def note(self, ops: Sequence[Op]) -> None:
-        """Record this run's own committed writes in ``raw``, as a fresh read would see them."""
+        """Record this run's own committed step, update and version writes in ``replayed``,
+        as a fresh read would see them."""
         partition = keys.workflow_partition(self.state.id)
         for op in ops:
-            if op.key.partition != partition:
-                continue
             sort = op.key.sort
+            if op.key.partition != partition or not sort.startswith(_REPLAYED):
+                continue
             if isinstance(op, Put):
-                self.raw[sort] = bytes(op.value)
-                if sort.startswith(_REPLAYED):
-                    self.replayed[sort] = self.raw[sort]
+                self.replayed[sort] = bytes(op.value)
             else:
-                self.raw.pop(sort, None)
                 self.replayed.pop(sort, None)
 
     def replay_fingerprint(self) -> tuple[Any, ...]:
@@ -221,7 +218,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     state_bytes: bytes | None = None
     h = History(_PLACEHOLDER, b"")
     for sort, value in storage.scan(keys.workflow_partition(workflow_id)):
-        h.raw[sort] = value
+        if sort.startswith(_REPLAYED):
+            h.replayed[sort] = value
         family, _, rest = sort.partition("#")
         if sort == keys.STATE:
             state_bytes = value
@@ -230,12 +228,9 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         elif family == "upa":
             # kept encoded: decoded (and its format checked) only when a replay needs it
             h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
-            h.replayed[sort] = value
         elif family in _DECODED_FAMILIES:
             record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
             _file(h, family, rest, sort, value, record)
-            if family in _REPLAYED_FAMILIES:
-                h.replayed[sort] = value
         elif sort == keys.WAKE:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
     if state_bytes is None:
@@ -245,7 +240,6 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
 
 
 _DECODED_FAMILIES = frozenset({"op", "pend", "att", "sig", "child", "ver", "asyncres", "actrec"})
-_REPLAYED_FAMILIES = frozenset({"op", "ver"})
 
 
 def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: Any) -> None:
