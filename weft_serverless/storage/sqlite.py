@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
@@ -81,9 +82,7 @@ class SQLiteStorage(Storage):
                 path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
             try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = FULL")
-                conn.execute(_SCHEMA)
+                _prepare(conn, timeout)
             except BaseException:
                 conn.close()
                 raise
@@ -182,6 +181,38 @@ class SQLiteStorage(Storage):
         return [(sort, bytes(value)) for sort, value in rows]
 
 
+def _prepare(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL and create the table, even while other processes do the same.
+
+    SQLite's busy handler does not cover everything an opener does: the journal-mode switch
+    and a read that must turn into a write on a snapshot another opener just changed fail at
+    once with "database is locked". So the table is created under ``BEGIN IMMEDIATE`` (which
+    waits for the write lock with the handler), and the whole preparation is retried with a
+    short backoff until ``timeout`` runs out, as the handler would have waited.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(_SCHEMA)
+            conn.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if not _is_lock_error(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _apply(conn: sqlite3.Connection, ops: Sequence[Op]) -> None:
     puts = [(op.key.partition, op.key.sort, bytes(op.value)) for op in ops if isinstance(op, Put)]
     deletes = [(op.key.partition, op.key.sort) for op in ops if not isinstance(op, Put)]
@@ -197,7 +228,7 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        if _is_lock_error(exc):
             raise StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}") from exc
         raise StorageError(f"SQLite failed: {exc}") from exc
     except sqlite3.Error as exc:
