@@ -25,11 +25,10 @@ from fault_support import FlakyStorage, step_commit
 
 from weft_serverless import Engine, RetryPolicy, current_activity, workflow
 from weft_serverless.codec import encode
-from weft_serverless.engine import maintenance
 from weft_serverless.engine.maintenance import MAX_TIMERS_PER_PASS
 from weft_serverless.engine.records import RUNNING, WorkflowState
 from weft_serverless.engine.wakeups import WAKE_GRACE
-from weft_serverless.errors import StorageUnavailableError
+from weft_serverless.errors import InvalidArgumentError, StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put
 from weft_serverless.testing import CrashingStorage, SimulatedCrash, TestEngine, VirtualClock
@@ -316,10 +315,7 @@ def _seed_retired_runs(storage: Any, ids: list[str], due: float) -> None:
 
 @pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
 def test_retained_timers_past_the_pass_cap_do_not_starve_a_due_sleep(
-    storage_factory: Opener,
-    storage_backend: str,
-    ownership: str,
-    monkeypatch: pytest.MonkeyPatch,
+    storage_factory: Opener, storage_backend: str, ownership: str
 ) -> None:
     """More than a pass's cap of retained due timers in ONE shard, all earlier than a new
     run's sleep: the sleep still fires within three passes, and no retained timer is lost.
@@ -328,7 +324,6 @@ def test_retained_timers_past_the_pass_cap_do_not_starve_a_due_sleep(
     keep the run short (a retained run costs a request or two on every backend alike).
     """
     cap = MAX_TIMERS_PER_PASS if storage_backend in ("memory", "sqlite") else 100
-    monkeypatch.setattr(maintenance, "MAX_TIMERS_PER_PASS", cap)
     te = TestEngine(WORKFLOWS, storage=storage_factory(), ownership=ownership)
     new_run = _ids_in_shard(0, 1, "fresh")[0]
     retired = _ids_in_shard(0, cap + 5, "retired")
@@ -337,11 +332,68 @@ def test_retained_timers_past_the_pass_cap_do_not_starve_a_due_sleep(
     te.clock.advance(1)
     reports = []
     while te.describe(new_run).status == RUNNING and len(reports) < 3:
-        reports.append(te.run_maintenance())
+        reports.append(te.run_maintenance(max_timers=cap))
     assert te.describe(new_run).result == "woke"
     assert reports[0].parts["timers_deferred"] == cap
     # Nothing was lost: every retired run still has its timer, moved on for a later engine.
     assert sorted(wf for _, wf in stored_timers(te.storage)) == sorted(retired)
+
+
+@pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
+def test_a_backlog_due_again_every_pass_does_not_starve_another_shards_timer(
+    storage_factory: Opener, ownership: str
+) -> None:
+    """Passes a minute apart, a cap's worth of retained timers in shard 0 falls due again
+    before every pass (its backoff is shorter than the interval): the sleep of a run in
+    another shard, due earlier than the backlog's next due time, fires by the second pass.
+
+    A pass reads timers earliest first across the shards. Read shard by shard, every pass
+    spent its cap on shard 0 until the backoff outgrew the interval (seven passes here).
+    """
+    cap = 10
+    te = TestEngine(WORKFLOWS, storage=storage_factory(), ownership=ownership)
+    new_run = _ids_in_shard(1, 1, "fresh")[0]
+    retired = _ids_in_shard(0, cap, "retired")
+    _seed_retired_runs(te.storage, retired, T0)
+    te.start("sleeper", id=new_run)
+    passes = 0
+    while te.describe(new_run).status == RUNNING and passes < 2:
+        te.clock.advance(60)
+        te.run_maintenance(max_timers=cap)
+        passes += 1
+    assert te.describe(new_run).result == "woke"
+    assert sorted(wf for _, wf in stored_timers(te.storage)) == sorted(retired)
+
+
+def test_retained_copies_of_one_timer_are_deferred_as_one(storage_factory: Opener) -> None:
+    """A retained run with two timers of one tag at different due times (a copy left behind):
+    a capped pass moves them onto one key as one timer, and the pass goes on to fire the
+    others. Moving them as two writes of one key in one batch was refused every pass, so the
+    backlog was never moved and starved every timer behind it."""
+    cap = 7
+    te = TestEngine(WORKFLOWS, storage=storage_factory())
+    new_run = _ids_in_shard(1, 1, "fresh")[0]
+    retired = _ids_in_shard(0, cap - 1, "retired")
+    _seed_retired_runs(te.storage, retired, T0)
+    copy = keys.timer_key(T0 - 0.5, retired[0], "s" + keys.step_slot(0))
+    te.storage.put(copy, encode({"wf": retired[0], "kind": "sleep"}))
+    te.start("sleeper", id=new_run)
+    reports = []
+    while te.describe(new_run).status == RUNNING and len(reports) < 3:
+        te.clock.advance(60)
+        reports.append(te.run_maintenance(max_timers=cap))
+    assert reports[0].parts["timers_deferred"] == cap
+    assert te.describe(new_run).result == "woke"
+    assert sorted(wf for _, wf in stored_timers(te.storage)) == sorted(retired)
+
+
+def test_a_pass_cap_that_is_not_a_positive_whole_number_is_refused(
+    storage_factory: Opener,
+) -> None:
+    te = TestEngine(WORKFLOWS, storage=storage_factory())
+    for bad in (0, -1, 2.5, True, "10"):
+        with pytest.raises(InvalidArgumentError, match="max_timers"):
+            te.run_maintenance(max_timers=bad)  # type: ignore[arg-type]
 
 
 def test_a_timer_of_a_type_this_engine_does_not_register_is_kept_for_one_that_does(

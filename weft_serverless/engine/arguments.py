@@ -31,6 +31,12 @@ def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
             )
 
 
+def check_positive_int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{field} must be a whole number of at least 1", field)
+    return value
+
+
 def check_id(workflow_id: Any, field: str = "workflow_id") -> str:
     return check_workflow_id(workflow_id, field)
 

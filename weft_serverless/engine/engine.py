@@ -26,14 +26,14 @@ from weft_serverless.workflow import WorkflowDefinition
 
 from . import control, interactions, lifecycle, listing, signals
 from . import retention as retention_mod
-from .arguments import Duration, check_id, check_registry, start_time
+from .arguments import Duration, check_id, check_positive_int, check_registry, start_time
 from .background import BackgroundDriver
 from .clock_skew import ClockGuard, clock_skew_limit
 from .dispatch import Dispatcher
 from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
-from .maintenance import Budget, MaintenanceReport, run_maintenance
+from .maintenance import MAX_TIMERS_PER_PASS, Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
 from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState, failed_attempts, load_history
 from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
@@ -402,12 +402,21 @@ class Engine:
             yield self
 
     def run_maintenance(
-        self, now: float | None = None, *, budget_seconds: float | None = None
+        self,
+        now: float | None = None,
+        *,
+        budget_seconds: float | None = None,
+        max_timers: int = MAX_TIMERS_PER_PASS,
     ) -> MaintenanceReport:
-        """Fire every timer due at ``now`` once and drive what it wakes; report what was done."""
+        """Fire every timer due at ``now`` once and drive what it wakes; report what was done.
+
+        A pass reads at most ``max_timers`` due timers (``report.cut_short`` says it stopped
+        there); the next pass reads on.
+        """
         self._check_open()
+        cap = check_positive_int(max_timers, "max_timers")
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
-        report = run_maintenance(self._rt, self._dispatcher, now, Budget(deadline))
+        report = run_maintenance(self._rt, self._dispatcher, now, Budget(deadline, max_timers=cap))
         self._settle()
         return report
 

@@ -4,22 +4,27 @@ Order (DESIGN.md section 5): ownership first (renew held claims, reclaim expired
 drive them, poll buffered signals of parked owned workflows), then due timers. Cross-engine
 ``result()`` waiters need no settling pass: a waiting handle re-reads the stored state.
 
-Due timers are read shard by shard (O(due + shards) reads), each woken workflow is driven
-once, and only then are its fired timers deleted: a crash mid-pass leaves them to fire again,
-which is safe because every step commit is conditional.
+Due timers are read earliest first across all shards (the shards' scans merged by due time,
+O(due + shards) reads), each woken workflow is driven once, and only then are its fired timers
+deleted: a crash mid-pass leaves them to fire again, which is safe because every step commit
+is conditional. Reading in due order is what bounds a timer's wait: a pass that stops at its
+cap has read every timer due before the ones it left, and moves the ones it could not act on
+behind them (``defer_retained``), so a backlog in one shard cannot starve another's timers.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode_record
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Delete, Key, Op, Put
+from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from . import control, retention
 from .commit import timer_value
@@ -51,10 +56,15 @@ class MaintenanceReport:
 
 @dataclass(slots=True)
 class Budget:
-    """A wall-clock allowance for one pass; every part checks it before starting more work."""
+    """A wall-clock allowance for one pass; every part checks it before starting more work.
+
+    ``max_timers`` caps how many due timers the pass reads: what one pass does stays bounded
+    however large a backlog is, and the next pass reads on.
+    """
 
     deadline: float | None = None
     monotonic: Callable[[], float] = time.monotonic
+    max_timers: int = MAX_TIMERS_PER_PASS
 
     def exhausted(self) -> bool:
         return self.deadline is not None and self.monotonic() >= self.deadline
@@ -65,23 +75,19 @@ def fire_due_timers(
 ) -> None:
     due: dict[str, list[tuple[Key, float, str]]] = {}
     backoffs: dict[Key, int] = {}
-    bound = keys.timer_due_bound(now)
     seen = 0
-    for shard in range(keys.TIMER_SHARDS):
-        partition = keys.timer_partition(shard)
-        for sort, value in rt.storage.scan(partition, lt=bound, limit=MAX_TIMERS_PER_PASS - seen):
-            try:
-                timer = decode_record(value, f"timer {sort!r} in {partition!r}")
-            except UnsupportedSchemaVersionError as exc:
-                skip_unsupported(rt, exc)
-                continue
-            entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
-            due.setdefault(timer["wf"], []).append(entry)
-            backoffs[entry[0]] = timer.get("n", 0)
-            seen += 1
-        if seen >= MAX_TIMERS_PER_PASS:
-            report.cut_short = True
-            break
+    for sort, partition, value in _earliest_due(rt, now, budget.max_timers):
+        seen += 1
+        try:
+            timer = decode_record(value, f"timer {sort!r} in {partition!r}")
+        except UnsupportedSchemaVersionError as exc:
+            skip_unsupported(rt, exc)
+            continue
+        entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
+        due.setdefault(timer["wf"], []).append(entry)
+        backoffs[entry[0]] = timer.get("n", 0)
+    if seen >= budget.max_timers:
+        report.cut_short = True
     retained: list[tuple[Key, str, str, int]] = []
     for workflow_id, timers in sorted(due.items(), key=lambda item: min(t[1] for t in item[1])):
         if budget.exhausted():
@@ -99,9 +105,26 @@ def fire_due_timers(
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
-    if seen >= MAX_TIMERS_PER_PASS and retained:
+    if seen >= budget.max_timers and retained:
         defer_retained(rt, retained, now)
         report.parts["timers_deferred"] = len(retained)
+
+
+def _earliest_due(rt: Runtime, now: float, cap: int) -> Iterator[tuple[str, str, bytes]]:
+    """Up to ``cap`` timers due at ``now``, earliest first across the shards.
+
+    Sort keys start with the due time, so merging the shards' ordered scans by sort key reads
+    in due order; each scan is lazy, so a shard is read only as far as the merge gets.
+    """
+
+    def shard(number: int) -> Iterator[tuple[str, str, bytes]]:
+        partition = keys.timer_partition(number)
+        for sort, value in rt.storage.scan(partition, lt=bound, limit=cap):
+            yield sort, partition, value
+
+    bound = keys.timer_due_bound(now)
+    merged = heapq.merge(*(shard(n) for n in range(keys.TIMER_SHARDS)))
+    return itertools.islice(merged, cap)
 
 
 def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: float) -> None:
@@ -112,19 +135,33 @@ def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: fl
     timer due after them for ever. Moved, each falls due again after its backoff, so every
     due timer is read within a bounded number of passes. Each move is one atomic batch of a
     delete and a put; a crash between chunks leaves timers in the old or the new place.
+
+    Two timers of one run with one tag (a copy left at another due time) land on one key:
+    they move as one timer, since firing either does the same.
     """
+    moves: dict[Key, tuple[list[Key], Put]] = {}
+    for key, workflow_id, kind, count in timers:
+        moved = keys.timer_moved(key, now + min(MAX_RETAIN_BACKOFF, RETAIN_BACKOFF * 2**count))
+        put = Put(moved, timer_value(workflow_id, kind, retained=count + 1))
+        moves.setdefault(moved, ([], put))[0].append(key)
     fence = rt.fence.external_conditions()
-    size = max(1, (rt.storage.capabilities().max_batch_ops - len(fence)) // 2)
-    for start in range(0, len(timers), size):
-        ops: list[Op] = []
-        for key, workflow_id, kind, count in timers[start : start + size]:
-            delay = min(MAX_RETAIN_BACKOFF, RETAIN_BACKOFF * 2**count)
-            moved = keys.timer_moved(key, now + delay)
-            ops += [Delete(key), Put(moved, timer_value(workflow_id, kind, retained=count + 1))]
-        if not fence:
-            rt.storage.batch(ops)
-        elif not rt.storage.conditional_batch(fence, ops):
-            rt.fence.on_lost_commit(timers[0][0].partition)
+    room = max(2, rt.storage.capabilities().max_batch_ops - len(fence))
+    ops: list[Op] = []
+    for originals, put in moves.values():
+        group = [*(Delete(key) for key in originals), put]
+        if ops and len(ops) + len(group) > room:
+            _write_moves(rt, fence, ops)
+            ops = []
+        ops += group
+    if ops:
+        _write_moves(rt, fence, ops)
+
+
+def _write_moves(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
+    if not fence:
+        rt.storage.batch(ops)
+    elif not rt.storage.conditional_batch(fence, ops):
+        rt.fence.on_lost_commit(ops[0].key.partition)
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from weft_serverless.errors import StorageRetriesExhaustedError, StorageUnavailableError
+from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Condition,
     Key,
@@ -28,7 +29,7 @@ from weft_serverless.storage.base import (
 )
 from weft_serverless.testing import DelegatingStorage, SimulatedCrash
 
-Counter = Literal["read", "write", "activity", "invocation-end"]
+Counter = Literal["read", "write", "start", "activity", "invocation-end"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ FAULTS: dict[str, FaultSpec] = {
     "preempt-read": FaultSpec("read", 1.0),
     "preempt-write": FaultSpec("write", 1.0),
     "preempt-after-write": FaultSpec("write", 1.0, PREEMPT_AFTER_WRITE_ON),
+    # The engine hangs right before a write that starts a run (a start, a child start) for
+    # longer than the wake-up grace of the run it drives: another engine's maintenance drives
+    # that run meanwhile (in mode none nothing fences the two drives, so both start the same
+    # child). Starts have a counter of their own: among all writes they are too rare for a
+    # fault to land on one often enough.
+    "stall-before-start": FaultSpec("start", 1.0),
     # The engine dies inside an activity, or stalls there past the claim TTL while others run.
     "crash-in-activity": FaultSpec("activity", 0.8),
     "stall-in-activity": FaultSpec("activity", 0.8),
@@ -159,7 +166,11 @@ class FaultyStorage(DelegatingStorage):
 
     def _write(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         self._alive()
-        fault = self.fault_for("write", ops[0].key.partition if ops else "")
+        partition = ops[0].key.partition if ops else ""
+        if _starts_a_run(conditions, ops):
+            self.fault_for("start", partition)  # carried out by the simulator, as a preemption
+            self._alive()
+        fault = self.fault_for("write", partition)
         self._alive()
         if fault == "crash-before-write":
             self.kill()
@@ -175,7 +186,7 @@ class FaultyStorage(DelegatingStorage):
             ok = True
         self.journal(conditions, ops, ok)
         if fault == "preempt-after-write" and self.after_write is not None:
-            self.after_write(ops[0].key.partition if ops else "")
+            self.after_write(partition)
         if fault == "crash-after-write":
             self.kill()
             raise SimulatedCrash("crash after a write")
@@ -188,3 +199,8 @@ class FaultyStorage(DelegatingStorage):
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         return self._write(conditions, ops)
+
+
+def _starts_a_run(conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+    """A write that creates a run's state: it requires that state to be absent."""
+    return any(c.expected is None and c.key.sort == keys.STATE for c in conditions)

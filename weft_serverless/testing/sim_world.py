@@ -19,6 +19,7 @@ from typing import Any
 
 from weft_serverless.activity import ActivityContext, current_activity, set_current
 from weft_serverless.engine.engine import Engine
+from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
@@ -38,12 +39,14 @@ T0 = 1_767_225_600.0
 TTL, RENEW = 3.0, 1.0  # a stale claim is taken over after 3 + 2 x 1 = 5 s without renewal
 MAX_SKEW = 0.4  # seconds an engine's clock may stray from the world's (below RENEW)
 STALL = TTL + 2 * RENEW + 1.5  # a stall outlives the claim and its grace
-FLOOD_RUNS = 1001  # runs a flood starts, all timers in one shard: more than a pass reads
+LONG_STALL = WAKE_GRACE + 1.0  # a stall outlives a run's wake-up grace: another engine drives it
+PASS_CAP = 24  # due timers a maintenance pass reads here: small, so a backlog is cheap to make
+FLOOD_RUNS = PASS_CAP + 1  # runs a flood starts, all timers in one shard: more than a pass reads
 FLOOD_PREFIX = "flood"
 LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
-FLOOD_WEIGHT = 0.0
-"""Weight of ``flood`` in generated schedules: 0 (off) in CI, where a flood of 1,001 runs
-costs about a second a schedule; soaks set it (``--actions flood=0.05``)."""
+FLOOD_WEIGHT = 0.15
+"""Weight of ``flood`` in generated schedules (about one schedule in ten has one). Cheap
+because passes here read ``PASS_CAP`` timers, not the engine's default of 1,000."""
 
 
 @dataclass
@@ -151,7 +154,7 @@ def _run_complete(world: World, engine: Engine, args: list[Any]) -> None:
 
 
 def _run_maintenance(world: World, engine: Engine, args: list[Any]) -> None:
-    engine.run_maintenance()
+    engine.run_maintenance(max_timers=PASS_CAP)
 
 
 def _draw_advance(rng: random.Random, ids: list[str]) -> list[Any]:
@@ -337,7 +340,7 @@ class World:
         self.doing: list[tuple[str, list[Any]]] = []  # the actions in progress, outermost first
         self.flows = build_workflows(self)
         self.counters: dict[str, int] = dict.fromkeys(
-            ("read", "write", "activity", "invocation-end"), 0
+            ("read", "write", "start", "activity", "invocation-end"), 0
         )
         self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
         self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
@@ -462,6 +465,10 @@ class World:
         if kind in ("preempt-read", "preempt-write"):
             self._preempt(slot, _workflow_of(partition), at_write=counter == "write")
             return None
+        if kind == "stall-before-start":
+            if len(self.acting) == 1:
+                self._stall(slot, LONG_STALL)
+            return None
         return kind  # "preempt-after-write" is carried out by the handle, once the write landed
 
     def _preempt(self, preempted: Slot, focus: str | None, at_write: bool) -> None:
@@ -510,11 +517,11 @@ class World:
             self.kill(slot, kind)
             raise SimulatedCrash(f"{slot.engine_id} died inside an activity")
         if kind == "stall-in-activity" and len(self.acting) == 1:
-            self._stall(slot)
+            self._stall(slot, STALL)
 
-    def _stall(self, stalled: Slot) -> None:
-        """The engine hangs inside the activity past its claim; the others carry on."""
-        self.now += STALL
+    def _stall(self, stalled: Slot, seconds: float) -> None:
+        """The engine hangs for ``seconds`` (past its claim); the others carry on."""
+        self.now += seconds
         with _own_activity_context():
             for slot in self.slots:
                 if slot is not stalled:

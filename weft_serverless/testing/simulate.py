@@ -33,7 +33,7 @@ from weft_serverless.testing.sim_world import Scenario, World, random_actions
 BACKENDS = ("memory", "sqlite", "dynamodb")
 NONE_SHARE = 0.25  # share of generated scenarios in ownership mode none
 FAULT_RATE = 0.03  # share of events (writes, activities, invocation ends) hit by a fault
-EVENTS_PER_ACTION = {"read": 20, "write": 8, "activity": 1.5, "invocation-end": 0.5}
+EVENTS_PER_ACTION = {"read": 20, "write": 8, "start": 0.5, "activity": 1.5, "invocation-end": 0.5}
 _dynamodb_endpoint: str | None = None
 
 
