@@ -148,7 +148,7 @@ def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: fl
     room = max(2, rt.storage.capabilities().max_batch_ops - len(fence))
     ops: list[Op] = []
     for originals, put in moves.values():
-        group = [*(Delete(key) for key in originals), put]
+        group: list[Op] = [*(Delete(key) for key in originals), put]
         if ops and len(ops) + len(group) > room:
             _write_moves(rt, fence, ops)
             ops = []
