@@ -18,7 +18,7 @@ import pytest
 
 from weft_serverless.storage import keys
 from weft_serverless.testing import simulate
-from weft_serverless.testing.sim_world import Scenario
+from weft_serverless.testing.sim_records import Scenario
 
 CI_SCHEDULES = 2000
 """Schedules per CI run (about 3 minutes of CPU). Scale a soak with the CLI."""

@@ -97,17 +97,24 @@ def enabled_faults(names: Sequence[str] | None = None) -> list[str]:
     return [name for name, spec in FAULTS.items() if spec.enabled]
 
 
+RATE_SCALE: dict[Counter, float] = {"start": 4.0}
+"""Counters hit more often than the plan's rate: a schedule makes only a few starts, and the
+races a stall before one opens (two engines starting one child) need it to land on one."""
+
+
 def random_plan(
     rng: random.Random, kinds: Sequence[str], rate: float, events: dict[Counter, int]
 ) -> list[list[Any]]:
-    """Draw a fault plan: about ``rate`` x ``events[counter]`` faults, spread over each."""
+    """Draw a fault plan: about ``rate`` x ``events[counter]`` faults (times the counter's
+    ``RATE_SCALE``), spread over each."""
     plan: list[list[Any]] = []
     for counter, total in events.items():
         candidates = [k for k in kinds if FAULTS[k].counter == counter]
         if not candidates or total <= 0:
             continue
         weights = [FAULTS[k].weight for k in candidates]
-        for n in sorted(rng.sample(range(1, total + 1), k=min(total, round(total * rate)))):
+        count = min(total, round(total * rate * RATE_SCALE.get(counter, 1.0)))
+        for n in sorted(rng.sample(range(1, total + 1), k=count)):
             plan.append([counter, n, rng.choices(candidates, weights)[0]])
     return plan
 

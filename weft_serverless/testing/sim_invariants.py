@@ -20,8 +20,9 @@ from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
+from weft_serverless.testing.sim_actions import FLOOD_PREFIX
 from weft_serverless.testing.sim_workload import COMMANDS, Where
-from weft_serverless.testing.sim_world import FLOOD_PREFIX, LATE_PASSES, RENEW, World
+from weft_serverless.testing.sim_world import LATE_PASSES, RENEW, World
 
 Checker = Callable[[World], list[str]]
 OWNER_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)

@@ -3,8 +3,8 @@
 A ``Scenario`` is data (JSON-able): the engines, a list of actions and a fault plan. The
 ``World`` carries out the actions one at a time in order, each on the engine it names, with a
 virtual clock per engine (the world's time plus a bounded skew). Nothing runs on a thread and
-nothing reads the wall clock, so a scenario replays exactly. ``ACTIONS`` is the table of what
-the workload and the operator can do; adding an action is one entry.
+nothing reads the wall clock, so a scenario replays exactly. What the workload and the
+operator can do is the table ``sim_actions.ACTIONS``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless.activity import ActivityContext, current_activity, set_current
@@ -24,15 +24,20 @@ from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.testing import SimulatedCrash
+from weft_serverless.testing.sim_actions import (
+    ACTIONS,
+    FLOOD_PREFIX,
+    INTERVENTIONS,
+    PREEMPT_MOVES,
+    PREEMPT_MOVES_AT_WRITES,
+    SCOPES,
+    ActionSpec,
+)
 from weft_serverless.testing.sim_faults import FaultyStorage
+from weft_serverless.testing.sim_records import Execution, JournalEntry, Scenario
 from weft_serverless.testing.sim_workload import (
-    COMMANDS,
-    RETIRED,
-    WORKFLOW,
     SimFailure,
     build_workflows,
-    random_program,
-    retired_workflow,
 )
 
 T0 = 1_767_225_600.0
@@ -40,229 +45,7 @@ TTL, RENEW = 3.0, 1.0  # a stale claim is taken over after 3 + 2 x 1 = 5 s witho
 MAX_SKEW = 0.4  # seconds an engine's clock may stray from the world's (below RENEW)
 STALL = TTL + 2 * RENEW + 1.5  # a stall outlives the claim and its grace
 LONG_STALL = WAKE_GRACE + 1.0  # a stall outlives a run's wake-up grace: another engine drives it
-PASS_CAP = 24  # due timers a maintenance pass reads here: small, so a backlog is cheap to make
-FLOOD_RUNS = PASS_CAP + 1  # runs a flood starts, all timers in one shard: more than a pass reads
-FLOOD_PREFIX = "flood"
 LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
-FLOOD_WEIGHT = 0.15
-"""Weight of ``flood`` in generated schedules (about one schedule in ten has one). Cheap
-because passes here read ``PASS_CAP`` timers, not the engine's default of 1,000."""
-
-
-@dataclass
-class Scenario:
-    """Everything a run depends on besides the code: replaying it replays the run."""
-
-    seed: int
-    backend: str = "memory"
-    engines: int = 3
-    ownership: str = "workflow-lease"
-    actions: list[list[Any]] = field(default_factory=list)
-    faults: list[list[Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ActionSpec:
-    """An action: its weight, how to draw its args, and how an engine carries it out."""
-
-    weight: float
-    draw: Callable[[random.Random, list[str]], list[Any]]
-    run: Callable[[World, Engine, list[Any]], None]
-
-
-def _pick(rng: random.Random, ids: list[str]) -> str:
-    return rng.choice(ids) if ids else "w0"
-
-
-def _draw_start(rng: random.Random, ids: list[str]) -> list[Any]:
-    """A new run ``w{n}``; its children's ids join the targets of later actions too."""
-    wf = f"w{sum(1 for known in ids if '.' not in known)}"
-    program = random_program(rng, rng.randint(1, 5))
-    ids.append(wf)
-    ids.extend(f"{wf}.c{step}" for step, (name, _) in enumerate(program) if name == "child")
-    delay = rng.choice([0, 0, 0, round(rng.uniform(0.5, 6.0), 1)])
-    return [wf, program, delay]
-
-
-def _run_start(world: World, engine: Engine, args: list[Any]) -> None:
-    wf, program, delay = args
-    world.started.add(wf)
-    engine.start(WORKFLOW, {"prog": program}, id=wf, start_after=delay or None)
-
-
-def _draw_signal(rng: random.Random, ids: list[str]) -> list[Any]:
-    sid = rng.choice([None, f"s{rng.randrange(6)}"])
-    return [_pick(rng, ids), sid]
-
-
-def _run_signal(world: World, engine: Engine, args: list[Any]) -> None:
-    wf, sid = args
-    world.signal_attempts += 1
-    payload = sid if sid is not None else f"anon{world.signal_attempts}"
-    engine.signal(wf, "go", payload, signal_id=None if sid is None else f"{wf}/{sid}")
-    world.signals_delivered.setdefault(wf, set()).add(payload)
-
-
-def _draw_update(rng: random.Random, ids: list[str]) -> list[Any]:
-    return [_pick(rng, ids), rng.choice([1, 1, 1, -1]), f"u{rng.randrange(1000)}"]
-
-
-def _run_update(world: World, engine: Engine, args: list[Any]) -> None:
-    wf, payload, update_id = args
-    engine.update(wf, "approve", payload, update_id=f"{wf}/{update_id}")
-    if payload >= 0:
-        world.updates_ok.setdefault(wf, set()).add(update_id)
-
-
-def _draw_wf(rng: random.Random, ids: list[str]) -> list[Any]:
-    return [_pick(rng, ids)]
-
-
-def _operator(method: str) -> Callable[[World, Engine, list[Any]], None]:
-    def run(world: World, engine: Engine, args: list[Any]) -> None:
-        if method not in INTERVENTIONS:
-            getattr(engine, method)(args[0])
-            return
-        # Counted before and after: it may land and still raise, and other engines may act
-        # while it runs (a preemption), on either side of the moment it lands.
-        world.intervene(args[0])
-        try:
-            getattr(engine, method)(args[0])
-        finally:
-            world.intervene(args[0])
-
-    return run
-
-
-def _run_query(world: World, engine: Engine, args: list[Any]) -> None:
-    engine.query(args[0], "where")
-
-
-def _draw_complete(rng: random.Random, ids: list[str]) -> list[Any]:
-    return [rng.randrange(1000), rng.random() < 0.8]
-
-
-def _run_complete(world: World, engine: Engine, args: list[Any]) -> None:
-    if not world.tokens:
-        return
-    wf, step, token = world.tokens[args[0] % len(world.tokens)]
-    if args[1]:
-        engine.complete_activity(token, f"answer:{wf}/{step}")
-        world.completed_tokens.add(token)
-    else:
-        engine.fail_activity(token, "refused")
-
-
-def _run_maintenance(world: World, engine: Engine, args: list[Any]) -> None:
-    engine.run_maintenance(max_timers=PASS_CAP)
-
-
-def _draw_advance(rng: random.Random, ids: list[str]) -> list[Any]:
-    return [round(rng.choice([0.3, 1.0, 2.0, rng.uniform(0.1, 9.0)]), 2)]
-
-
-def _run_advance(world: World, engine: Engine, args: list[Any]) -> None:
-    world.now += float(args[0])
-
-
-def _run_crash(world: World, engine: Engine, args: list[Any]) -> None:
-    world.kill(world.acting[-1], "crash between actions")
-
-
-def _nothing(_rng: random.Random, _ids: list[str]) -> list[Any]:
-    return []
-
-
-def _draw_flood(rng: random.Random, ids: list[str]) -> list[Any]:
-    return [FLOOD_RUNS, 0]  # the shard a pass reads first: the worst case
-
-
-def _run_flood(world: World, engine: Engine, args: list[Any]) -> None:
-    """An old deploy starts ``n`` sleeping runs of a type the current engines no longer
-    have, all timers in one shard, and is retired: their timers fall due and can never fire,
-    so every pass retains them (defect shape: a retired workflow type's backlog)."""
-    count, shard = args
-    flood, n = world.floods, 0
-    world.floods += 1
-    old = Engine.create(
-        FaultyStorage(
-            world.store, lambda _counter, _partition: None, world.journal_as(f"old{flood}")
-        ),
-        {**world.flows, **retired_workflow()},
-        ownership=world.ownership,  # type: ignore[arg-type]
-        background_tasks="manual",
-        clock=lambda: world.now,
-        engine_id=f"old{flood}",
-        max_clock_skew=math.inf,
-        recover=False,
-        **world.claim_options(),
-    )
-    while count > 0:
-        wf = f"{FLOOD_PREFIX}{flood}.{n}"
-        n += 1
-        if keys.shard_of(wf, keys.TIMER_SHARDS) == shard:
-            old.start(RETIRED, None, id=wf)
-            count -= 1
-
-
-ACTIONS: dict[str, ActionSpec] = {
-    "start": ActionSpec(3, _draw_start, _run_start),
-    "signal": ActionSpec(2, _draw_signal, _run_signal),
-    "update": ActionSpec(1, _draw_update, _run_update),
-    "query": ActionSpec(0.5, _draw_wf, _run_query),
-    "cancel": ActionSpec(0.4, _draw_wf, _operator("cancel")),
-    "suspend": ActionSpec(0.4, _draw_wf, _operator("suspend")),
-    "resume": ActionSpec(0.6, _draw_wf, _operator("resume")),
-    "retry": ActionSpec(0.5, _draw_wf, _operator("retry")),
-    "purge": ActionSpec(0.3, _draw_wf, _operator("purge")),
-    "complete": ActionSpec(1, _draw_complete, _run_complete),
-    "maintain": ActionSpec(4, _nothing, _run_maintenance),
-    "advance": ActionSpec(4, _draw_advance, _run_advance),
-    "crash": ActionSpec(0.3, _nothing, _run_crash),
-    # More due timers in one shard than a maintenance pass reads (see FLOOD_WEIGHT).
-    "flood": ActionSpec(FLOOD_WEIGHT, _draw_flood, _run_flood),
-}
-"""Every action of the workload and the operator: name -> spec. A new action is one entry."""
-
-
-SCOPES = (0, 0, 1, 1, 2)
-INTERVENTIONS = frozenset({"suspend", "resume", "retry"})
-"""Operator moves after which a step in flight may rightly run again: suspending a run
-deposes the engine inside its activity, and a retry re-runs the failed step."""
-PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
-    ("maintain",),
-    ("resume",),
-    ("signal",),
-    ("cancel",),
-)
-"""What another engine may do in the middle of a preempted call (each a short sequence)."""
-PREEMPT_MOVES_AT_WRITES = (*PREEMPT_MOVES, ("suspend", "resume"))
-"""Also a suspend and resume elsewhere, before a write, or before a read about another run
-than the target. Not before a read about the target itself: between a drive's claim check
-and its activity, a suspend and resume elsewhere make the activity run once more (its commit
-is fenced out), a window the activity invariant cannot tell from a defect."""
-
-
-def random_actions(
-    rng: random.Random, steps: int, engines: int, weights: Mapping[str, float] | None = None
-) -> list[list[Any]]:
-    """``steps`` actions ``[name, engine, scope, *args]``, starting with a start.
-
-    ``scope`` is 0 (a plain call), 1 (inside an invocation scope) or 2 (an invocation with no
-    time left: every step is deferred to the next invocation behind a timer due now).
-
-    ``weights`` overrides the table's weights by name (e.g. ``{"flood": 0.2}``).
-    """
-    table = {name: spec.weight for name, spec in ACTIONS.items()} | dict(weights or {})
-    names = [name for name, weight in table.items() if weight > 0]
-    chances = [table[name] for name in names]
-    ids: list[str] = []
-    actions: list[list[Any]] = []
-    for n in range(steps):
-        name = "start" if n == 0 else rng.choices(names, chances)[0]
-        args = ACTIONS[name].draw(rng, ids)
-        actions.append([name, rng.randrange(engines), rng.choice(SCOPES), *args])
-    return actions
 
 
 def _workflow_of(partition: str) -> str | None:
@@ -284,17 +67,6 @@ def _own_activity_context() -> Iterator[None]:
         set_current(saved)
 
 
-class SkewedClock:
-    """An engine's clock: the world's time plus this incarnation's skew."""
-
-    def __init__(self, world: World, skew: float) -> None:
-        self.world = world
-        self.skew = skew
-
-    def __call__(self) -> float:
-        return self.world.now + self.skew
-
-
 @dataclass
 class Slot:
     """One engine process; a crash ends an incarnation and the next use starts a new one."""
@@ -308,22 +80,6 @@ class Slot:
     @property
     def engine_id(self) -> str:
         return f"e{self.index}.{self.incarnation}"
-
-
-@dataclass(frozen=True)
-class Execution:
-    slot: int
-    slot_faults: int  # the slot's fault count when the activity ran
-    drive_start: int  # tick at which the drive running it read the run's history
-    tick: int  # tick at which it ran
-
-
-@dataclass(frozen=True)
-class JournalEntry:
-    engine: str
-    conditions: tuple[Condition, ...]
-    ops: tuple[Op, ...]
-    committed: bool
 
 
 class World:
@@ -386,7 +142,11 @@ class World:
             self.store, fault_for, self._journal_for(slot), after_write, history_read
         )
         slot.storage = storage
-        clock = SkewedClock(self, round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3))
+        skew = round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3)  # this incarnation's clock error
+
+        def clock() -> float:
+            return self.now + skew
+
         options = self.claim_options()
 
         def create() -> None:
@@ -414,6 +174,10 @@ class World:
         if self.ownership == "workflow-lease":
             return {"workflow_claim_ttl": TTL, "workflow_claim_renew_interval": RENEW}
         return {}
+
+    def crash_acting(self, why: str) -> None:
+        """The engine carrying out the current action dies."""
+        self.kill(self.acting[-1], why)
 
     def kill(self, slot: Slot, why: str) -> None:
         if slot.storage is not None:
@@ -628,4 +392,4 @@ class World:
                     yield sort
 
 
-__all__ = ["ACTIONS", "COMMANDS", "Scenario", "World", "random_actions"]
+__all__ = ["Scenario", "World"]

@@ -26,9 +26,11 @@ from typing import Any
 from weft_serverless.storage.base import Storage
 from weft_serverless.storage.memory import MemoryStorage
 from weft_serverless.storage.sqlite import SQLiteStorage
+from weft_serverless.testing.sim_actions import random_actions
 from weft_serverless.testing.sim_faults import FAULTS, enabled_faults, random_plan
 from weft_serverless.testing.sim_invariants import check
-from weft_serverless.testing.sim_world import Scenario, World, random_actions
+from weft_serverless.testing.sim_records import Scenario
+from weft_serverless.testing.sim_world import World
 
 BACKENDS = ("memory", "sqlite", "dynamodb")
 NONE_SHARE = 0.25  # share of generated scenarios in ownership mode none

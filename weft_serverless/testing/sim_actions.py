@@ -1,0 +1,261 @@
+"""What the workload and the operator do in the simulated world: the table of actions.
+
+Each action is drawn as data (``[name, engine, scope, *args]``, so a scenario is JSON and
+replays exactly) and carried out by one engine. Actions see the world through ``Stage``, the
+few things they read and record, so this table does not depend on the world's machinery.
+Adding an action is one entry in ``ACTIONS``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from weft_serverless.engine.engine import Engine
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Storage
+from weft_serverless.testing.sim_faults import FaultyStorage
+from weft_serverless.testing.sim_workload import RETIRED, WORKFLOW, random_program, retired_workflow
+from weft_serverless.workflow import WorkflowDefinition
+
+PASS_CAP = 24  # due timers a maintenance pass reads here: small, so a backlog is cheap to make
+FLOOD_RUNS = PASS_CAP + 1  # runs a flood starts, all timers in one shard: more than a pass reads
+FLOOD_PREFIX = "flood"
+FLOOD_WEIGHT = 0.15
+"""Weight of ``flood`` in generated schedules (about one schedule in ten has one). Cheap
+because passes here read ``PASS_CAP`` timers, not the engine's default of 1,000."""
+
+
+class Stage(Protocol):
+    """What an action reads and records of the world it acts in."""
+
+    now: float
+    store: Storage
+    flows: dict[str, WorkflowDefinition]
+    ownership: str
+    floods: int
+    signal_attempts: int
+    started: set[str]
+    signals_delivered: dict[str, set[Any]]
+    updates_ok: dict[str, set[str]]
+    tokens: list[tuple[str, int, str]]
+    completed_tokens: set[str]
+
+    def intervene(self, workflow_id: str) -> None: ...
+
+    def crash_acting(self, why: str) -> None: ...
+
+    def claim_options(self) -> dict[str, Any]: ...
+
+    def journal_as(
+        self, engine_id: str
+    ) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]: ...
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """An action: its weight, how to draw its args, and how an engine carries it out."""
+
+    weight: float
+    draw: Callable[[random.Random, list[str]], list[Any]]
+    run: Callable[[Stage, Engine, list[Any]], None]
+
+
+def _pick(rng: random.Random, ids: list[str]) -> str:
+    return rng.choice(ids) if ids else "w0"
+
+
+def _draw_start(rng: random.Random, ids: list[str]) -> list[Any]:
+    """A new run ``w{n}``; its children's ids join the targets of later actions too."""
+    wf = f"w{sum(1 for known in ids if '.' not in known)}"
+    program = random_program(rng, rng.randint(1, 5))
+    ids.append(wf)
+    ids.extend(f"{wf}.c{step}" for step, (name, _) in enumerate(program) if name == "child")
+    delay = rng.choice([0, 0, 0, round(rng.uniform(0.5, 6.0), 1)])
+    return [wf, program, delay]
+
+
+def _run_start(world: Stage, engine: Engine, args: list[Any]) -> None:
+    wf, program, delay = args
+    world.started.add(wf)
+    engine.start(WORKFLOW, {"prog": program}, id=wf, start_after=delay or None)
+
+
+def _draw_signal(rng: random.Random, ids: list[str]) -> list[Any]:
+    sid = rng.choice([None, f"s{rng.randrange(6)}"])
+    return [_pick(rng, ids), sid]
+
+
+def _run_signal(world: Stage, engine: Engine, args: list[Any]) -> None:
+    wf, sid = args
+    world.signal_attempts += 1
+    payload = sid if sid is not None else f"anon{world.signal_attempts}"
+    engine.signal(wf, "go", payload, signal_id=None if sid is None else f"{wf}/{sid}")
+    world.signals_delivered.setdefault(wf, set()).add(payload)
+
+
+def _draw_update(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [_pick(rng, ids), rng.choice([1, 1, 1, -1]), f"u{rng.randrange(1000)}"]
+
+
+def _run_update(world: Stage, engine: Engine, args: list[Any]) -> None:
+    wf, payload, update_id = args
+    engine.update(wf, "approve", payload, update_id=f"{wf}/{update_id}")
+    if payload >= 0:
+        world.updates_ok.setdefault(wf, set()).add(update_id)
+
+
+def _draw_wf(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [_pick(rng, ids)]
+
+
+def _operator(method: str) -> Callable[[Stage, Engine, list[Any]], None]:
+    def run(world: Stage, engine: Engine, args: list[Any]) -> None:
+        if method not in INTERVENTIONS:
+            getattr(engine, method)(args[0])
+            return
+        # Counted before and after: it may land and still raise, and other engines may act
+        # while it runs (a preemption), on either side of the moment it lands.
+        world.intervene(args[0])
+        try:
+            getattr(engine, method)(args[0])
+        finally:
+            world.intervene(args[0])
+
+    return run
+
+
+def _run_query(world: Stage, engine: Engine, args: list[Any]) -> None:
+    engine.query(args[0], "where")
+
+
+def _draw_complete(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [rng.randrange(1000), rng.random() < 0.8]
+
+
+def _run_complete(world: Stage, engine: Engine, args: list[Any]) -> None:
+    if not world.tokens:
+        return
+    wf, step, token = world.tokens[args[0] % len(world.tokens)]
+    if args[1]:
+        engine.complete_activity(token, f"answer:{wf}/{step}")
+        world.completed_tokens.add(token)
+    else:
+        engine.fail_activity(token, "refused")
+
+
+def _run_maintenance(world: Stage, engine: Engine, args: list[Any]) -> None:
+    engine.run_maintenance(max_timers=PASS_CAP)
+
+
+def _draw_advance(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [round(rng.choice([0.3, 1.0, 2.0, rng.uniform(0.1, 9.0)]), 2)]
+
+
+def _run_advance(world: Stage, engine: Engine, args: list[Any]) -> None:
+    world.now += float(args[0])
+
+
+def _run_crash(world: Stage, engine: Engine, args: list[Any]) -> None:
+    world.crash_acting("crash between actions")
+
+
+def _nothing(_rng: random.Random, _ids: list[str]) -> list[Any]:
+    return []
+
+
+def _draw_flood(rng: random.Random, ids: list[str]) -> list[Any]:
+    return [FLOOD_RUNS, 0]  # the shard a pass reads first: the worst case
+
+
+def _run_flood(world: Stage, engine: Engine, args: list[Any]) -> None:
+    """An old deploy starts ``n`` sleeping runs of a type the current engines no longer
+    have, all timers in one shard, and is retired: their timers fall due and can never fire,
+    so every pass retains them (defect shape: a retired workflow type's backlog)."""
+    count, shard = args
+    flood, n = world.floods, 0
+    world.floods += 1
+    old = Engine.create(
+        FaultyStorage(
+            world.store, lambda _counter, _partition: None, world.journal_as(f"old{flood}")
+        ),
+        {**world.flows, **retired_workflow()},
+        ownership=world.ownership,  # type: ignore[arg-type]
+        background_tasks="manual",
+        clock=lambda: world.now,
+        engine_id=f"old{flood}",
+        max_clock_skew=math.inf,
+        recover=False,
+        **world.claim_options(),
+    )
+    while count > 0:
+        wf = f"{FLOOD_PREFIX}{flood}.{n}"
+        n += 1
+        if keys.shard_of(wf, keys.TIMER_SHARDS) == shard:
+            old.start(RETIRED, None, id=wf)
+            count -= 1
+
+
+ACTIONS: dict[str, ActionSpec] = {
+    "start": ActionSpec(3, _draw_start, _run_start),
+    "signal": ActionSpec(2, _draw_signal, _run_signal),
+    "update": ActionSpec(1, _draw_update, _run_update),
+    "query": ActionSpec(0.5, _draw_wf, _run_query),
+    "cancel": ActionSpec(0.4, _draw_wf, _operator("cancel")),
+    "suspend": ActionSpec(0.4, _draw_wf, _operator("suspend")),
+    "resume": ActionSpec(0.6, _draw_wf, _operator("resume")),
+    "retry": ActionSpec(0.5, _draw_wf, _operator("retry")),
+    "purge": ActionSpec(0.3, _draw_wf, _operator("purge")),
+    "complete": ActionSpec(1, _draw_complete, _run_complete),
+    "maintain": ActionSpec(4, _nothing, _run_maintenance),
+    "advance": ActionSpec(4, _draw_advance, _run_advance),
+    "crash": ActionSpec(0.3, _nothing, _run_crash),
+    # More due timers in one shard than a maintenance pass reads (see FLOOD_WEIGHT).
+    "flood": ActionSpec(FLOOD_WEIGHT, _draw_flood, _run_flood),
+}
+"""Every action of the workload and the operator: name -> spec. A new action is one entry."""
+
+
+SCOPES = (0, 0, 1, 1, 2)
+INTERVENTIONS = frozenset({"suspend", "resume", "retry"})
+"""Operator moves after which a step in flight may rightly run again: suspending a run
+deposes the engine inside its activity, and a retry re-runs the failed step."""
+
+
+PREEMPT_MOVES: tuple[tuple[str, ...], ...] = (
+    ("maintain",),
+    ("resume",),
+    ("signal",),
+    ("cancel",),
+)
+"""What another engine may do in the middle of a preempted call (each a short sequence)."""
+PREEMPT_MOVES_AT_WRITES = (*PREEMPT_MOVES, ("suspend", "resume"))
+"""Also a suspend and resume elsewhere, before a write, or before a read about another run
+than the target. Not before a read about the target itself: between a drive's claim check
+and its activity, a suspend and resume elsewhere make the activity run once more (its commit
+is fenced out), a window the activity invariant cannot tell from a defect."""
+
+
+def random_actions(
+    rng: random.Random, steps: int, engines: int, weights: Mapping[str, float] | None = None
+) -> list[list[Any]]:
+    """``steps`` actions ``[name, engine, scope, *args]``, starting with a start.
+
+    ``scope`` is 0 (a plain call), 1 (inside an invocation scope) or 2 (an invocation with no
+    time left: every step is deferred to the next invocation behind a timer due now).
+
+    ``weights`` overrides the table's weights by name (e.g. ``{"flood": 0.2}``).
+    """
+    table = {name: spec.weight for name, spec in ACTIONS.items()} | dict(weights or {})
+    names = [name for name, weight in table.items() if weight > 0]
+    chances = [table[name] for name in names]
+    ids: list[str] = []
+    actions: list[list[Any]] = []
+    for n in range(steps):
+        name = "start" if n == 0 else rng.choices(names, chances)[0]
+        args = ACTIONS[name].draw(rng, ids)
+        actions.append([name, rng.randrange(engines), rng.choice(SCOPES), *args])
+    return actions

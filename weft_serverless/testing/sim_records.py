@@ -1,0 +1,45 @@
+"""What a simulation is made of and what it leaves behind, as plain data.
+
+A ``Scenario`` is JSON-able: replaying it replays the run. ``JournalEntry`` (every write, by
+engine, with its conditions and whether it landed) and ``Execution`` (every activity run) are
+what the world records for the invariants to check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from weft_serverless.storage.base import Condition, Op
+
+
+@dataclass
+class Scenario:
+    """Everything a run depends on besides the code: replaying it replays the run."""
+
+    seed: int
+    backend: str = "memory"
+    engines: int = 3
+    ownership: str = "workflow-lease"
+    actions: list[list[Any]] = field(default_factory=list)
+    faults: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One run of an activity: by which engine slot, and when."""
+
+    slot: int
+    slot_faults: int  # the slot's fault count when the activity ran
+    drive_start: int  # tick at which the drive running it read the run's history
+    tick: int  # tick at which it ran
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One storage write, by which engine, and whether it landed."""
+
+    engine: str
+    conditions: tuple[Condition, ...]
+    ops: tuple[Op, ...]
+    committed: bool
