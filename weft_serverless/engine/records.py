@@ -221,16 +221,16 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         if sort.startswith(_REPLAYED):
             h.replayed[sort] = value
         family, _, rest = sort.partition("#")
-        if sort == keys.STATE:
+        if family in _DECODED_FAMILIES:  # first: nearly every record is one of these
+            record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
+            _file(h, family, rest, sort, value, record)
+        elif sort == keys.STATE:
             state_bytes = value
         elif family == _UPDATE_RESPONSE:
             continue  # update responses: read by id when an update is retried, never here
         elif family == _UPDATE_APPLIED:
             # kept encoded: decoded (and its format checked) only when a replay needs it
             h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
-        elif family in _DECODED_FAMILIES:
-            record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
-            _file(h, family, rest, sort, value, record)
         elif sort == keys.WAKE:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
     if state_bytes is None:
