@@ -288,6 +288,33 @@ def mode_comparisons(path: Path) -> list[int]:
     )
 
 
+def test_partition_reads_name_key_families_by_the_keys_constants() -> None:
+    """``load_history`` sorts a partition's records by family; spelling a family as a
+    literal (``family == "op"``) drifts from ``storage/keys.py`` unseen."""
+    path = PACKAGE_DIR / "engine" / "records.py"
+    tree = ast.parse(path.read_text(), str(path))
+    lines = sorted({node.lineno for node in ast.walk(tree) if _spells_a_family(node)})
+    where = path.relative_to(PACKAGE_DIR.parent)
+    assert not lines, "key families spelled as literals:\n" + "\n".join(
+        f"{where}:{line}" for line in lines
+    )
+
+
+def _spells_a_family(node: ast.AST) -> bool:
+    """``family == "op"``, or a set of string literals (``{"op", "pend", ...}``)."""
+    if isinstance(node, ast.Set):
+        return any(_is_text(element) for element in node.elts)
+    if not isinstance(node, ast.Compare):
+        return False
+    if not (isinstance(node.left, ast.Name) and node.left.id == "family"):
+        return False
+    return any(_is_text(side) for side in node.comparators)
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
 def test_modules_stay_small() -> None:
     too_long = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
