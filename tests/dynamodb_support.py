@@ -107,7 +107,7 @@ class MotoEnvironment:
         moto so the two modes are serialised together.
         """
         if self.endpoint is None:
-            from weft_serverless.devserver import LockedMotoServer
+            from weft_serverless.dev_moto import LockedMotoServer
 
             self._server = LockedMotoServer(lock=MOTO_LOCK)
             self.endpoint = self._server.start()

@@ -9,11 +9,26 @@ from weft_serverless.activity import (
     activity,
     current_activity,
 )
+from weft_serverless.codec import jsonable
 from weft_serverless.commands import RetryPolicy
 from weft_serverless.context import WorkflowContext
+from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
+from weft_serverless.engine.inspection import (
+    Holder,
+    Owner,
+    TimelineStep,
+    WorkflowHistory,
+    WorkflowInspection,
+    inspect_workflow,
+    read_history,
+    read_only_engine,
+    read_owner,
+    stored_ownership_mode,
+)
 from weft_serverless.engine.maintenance import MaintenanceReport
+from weft_serverless.engine.records import STATUSES as WORKFLOW_STATUSES
 from weft_serverless.errors import (
     ActivityFailedError,
     ActivityReconciliationError,
@@ -60,6 +75,8 @@ from weft_serverless.workflow import WorkflowDefinition, workflow
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_WORKFLOW_ID_LENGTH",
+    "WORKFLOW_STATUSES",
     "ActivityContext",
     "ActivityFailedError",
     "ActivityReconciliationError",
@@ -73,10 +90,12 @@ __all__ = [
     "Engine",
     "EngineLeaseLostError",
     "EngineLeaseUnavailableError",
+    "Holder",
     "InvalidArgumentError",
     "MaintenanceReport",
     "MemoryStorage",
     "NondeterminismError",
+    "Owner",
     "OwnershipModeMismatchError",
     "PayloadTooLargeError",
     "RetryPolicy",
@@ -84,6 +103,7 @@ __all__ = [
     "Saga",
     "StorageError",
     "StorageLimitError",
+    "TimelineStep",
     "UnknownActivityError",
     "UnknownQueryError",
     "UnknownUpdateError",
@@ -105,6 +125,8 @@ __all__ = [
     "WorkflowDescription",
     "WorkflowFailedError",
     "WorkflowHandle",
+    "WorkflowHistory",
+    "WorkflowInspection",
     "WorkflowNotFoundError",
     "WorkflowNotRunningError",
     "WorkflowSummary",
@@ -113,5 +135,11 @@ __all__ = [
     "__version__",
     "activity",
     "current_activity",
+    "inspect_workflow",
+    "jsonable",
+    "read_history",
+    "read_only_engine",
+    "read_owner",
+    "stored_ownership_mode",
     "workflow",
 ]

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from weft_serverless import TimelineStep
     from weft_serverless.storage.base import Storage
     from weft_serverless.workflow import WorkflowDefinition
 
@@ -262,28 +263,28 @@ def _counting(definition: WorkflowDefinition, calls: list[str]) -> dict[str, Cal
     return {name: wrap(name, activity.fn) for name, activity in definition.activities.items()}
 
 
-def _committed_steps(storage: Storage, workflow_id: str) -> tuple[dict[int, dict[str, Any]], str]:
-    """The op records of a workflow's top-level steps by 0-based index, and its status."""
-    from weft_serverless.engine.records import load_history
+def _committed_steps(storage: Storage, workflow_id: str) -> tuple[dict[int, TimelineStep], str]:
+    """The committed top-level steps of a workflow by 0-based index, and its status."""
+    from weft_serverless import read_history
 
-    history = load_history(storage, workflow_id)
+    history = read_history(storage, workflow_id)
     if history is None:
         return {}, "missing"
     # Branches of all() and race() sit under their parent's slot; only top-level steps count.
-    steps = {int(slot): record for slot, record in history.ops.items() if "." not in slot}
-    return steps, history.state.status
+    steps = {step.index: step for step in history.steps if step.committed and not step.branch}
+    return steps, history.status
 
 
 def _print_timeline(
-    workflow_id: str, before: dict[int, dict[str, Any]], after: dict[int, dict[str, Any]]
+    workflow_id: str, before: dict[int, TimelineStep], after: dict[int, TimelineStep]
 ) -> None:
     print(f"\nTimeline of {workflow_id}: each step once, as process 2 saw it")
     print(f"  {'step':<5} {'operation':<23} {'status':<9} {'attempt':<8} note")
     for index in sorted(after):
-        record = after[index]
-        signature = str(record.get("sig", "?"))
+        step = after[index]
+        signature = step.operation
         status = "replayed" if index in before else "ran"
-        attempt = str(record.get("a", "-"))
+        attempt = "-" if step.attempts is None else str(step.attempts)
         if status == "replayed":
             note = "committed by process 1, answered from the file"
         elif signature == f"run:{_CRASH_ACTIVITY}":
@@ -293,9 +294,9 @@ def _print_timeline(
         print(f"  {index + 1:<5} {signature:<23} {status:<9} {attempt:<8} {note}".rstrip())
 
 
-def _print_lesson(db: Path, before: dict[int, dict[str, Any]], calls: list[str]) -> None:
+def _print_lesson(db: Path, before: dict[int, TimelineStep], calls: list[str]) -> None:
     """Say what the run proved, from what process 2 actually called, not from expectations."""
-    replayed = [r["sig"][4:] for r in before.values() if str(r.get("sig")).startswith("run:")]
+    replayed = [s.operation[4:] for s in before.values() if s.operation.startswith("run:")]
     skipped = [name for name in replayed if name not in calls]
     print(f"Process 2 called only: {', '.join(calls) or 'nothing'}.")
     if skipped:

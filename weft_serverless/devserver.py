@@ -7,9 +7,11 @@ and a ticker that calls the maintenance handler with an EventBridge Scheduled Ev
 events come from ``weft_serverless.lambda_events``). Nothing is written to disk.
 
 As deployed, the two handlers run in two containers, each with its own engine and one
-invocation at a time: the API container runs ``handlers.api`` (the module Lambda runs,
-imported only after the environment it reads at import time is set), the maintenance
-container the same factory ``handlers.maintenance`` calls, on an engine of its own. So a
+invocation at a time: the API container runs the handler ``handlers/api.py`` holds
+(``weft_serverless.aws.make_api_handler()``, built only after the environment it reads is
+set), the maintenance container the factory ``handlers/maintenance.py`` calls, on an engine
+of its own. Both come from the installed package, so ``weft dev`` also runs from a wheel,
+which has no ``handlers/`` directory. So a
 request that waits for its result (``wait_seconds``) never holds up the ticker, and the
 timer it waits for fires meanwhile, as it would in AWS. API requests still run one at a
 time: powertools' resolver keeps the current event in a process-wide attribute, so this
@@ -29,7 +31,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from weft_serverless import Engine
 
+from weft_serverless.dev_moto import LockedMotoServer
 from weft_serverless.lambda_events import (
     DEFAULT_REGION,
     lambda_context,
@@ -73,62 +75,6 @@ class DevConfig:
     tick: float = 1.0
     table: str = DEFAULT_TABLE
     verbose: bool = False
-
-
-# -- moto ------------------------------------------------------------------------------------
-
-
-class LockedMotoServer:
-    """moto's server on loopback, serving one request at a time (body included).
-
-    moto applies a conditional write as read-check-write without a lock, so two concurrent
-    requests can both pass a condition; serialising requests restores DynamoDB's atomicity.
-    """
-
-    def __init__(
-        self, host: str = "127.0.0.1", lock: AbstractContextManager[Any] | None = None
-    ) -> None:
-        self.host = host
-        self._server: Any = None
-        # The tests pass the lock that also serialises in-process moto.
-        self._lock = lock if lock is not None else threading.Lock()
-
-    def start(self) -> str:
-        import logging
-
-        try:
-            from moto.moto_server.werkzeug_app import (
-                DomainDispatcherApplication,
-                MotoRequestHandler,
-                create_backend_app,
-            )
-            from werkzeug.serving import make_server
-        except ImportError:
-            from weft_serverless.errors import ConfigurationError
-
-            raise ConfigurationError(
-                "weft dev runs DynamoDB locally with moto, which is not installed; "
-                "pip install 'weft-serverless[local]'"
-            ) from None
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
-        app = DomainDispatcherApplication(create_backend_app)
-
-        def locked(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-            with self._lock:
-                return [b"".join(app(environ, start_response))]
-
-        self._server = make_server(
-            self.host, 0, locked, threaded=True, request_handler=MotoRequestHandler
-        )
-        threading.Thread(target=self._server.serve_forever, name="moto", daemon=True).start()
-        return f"http://{self.host}:{self._server.server_port}"
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
 
 
 # -- the HTTP front door ---------------------------------------------------------------------
@@ -204,9 +150,14 @@ class DevServer:
         registry = getattr(workflows, "workflows", None)
         self.workflow_types = sorted(registry) if isinstance(registry, Mapping) else []
         self.samples = dict(getattr(workflows, "SAMPLES", {}) or {})
-        self._api = _Container(self._handler("handlers.api"))
-        self._handler("handlers.maintenance")  # present and importable, as Lambda needs it
-        from weft_serverless.aws import build_engine, get_engine, make_maintenance_handler
+        from weft_serverless.aws import (
+            build_engine,
+            get_engine,
+            make_api_handler,
+            make_maintenance_handler,
+        )
+
+        self._api = _Container(make_api_handler())
 
         get_engine()  # build the container's engine now: a bad module fails here, not per request
         self._maintenance_engine = engine = build_engine()
@@ -269,7 +220,8 @@ class DevServer:
         os.environ.setdefault(
             "POWERTOOLS_METRICS_DISABLED", "false" if self.config.verbose else "true"
         )
-        # The cwd first (as ``python -m`` does), then the source tree that holds handlers/.
+        # The cwd first (as ``python -m`` does), then the source tree beside the package: the
+        # default ``examples.workflows`` ships there, not in the wheel.
         cwd, source_tree = os.getcwd(), str(Path(__file__).resolve().parent.parent)
         if cwd not in sys.path:
             sys.path.insert(0, cwd)
@@ -292,14 +244,6 @@ class DevServer:
             return importlib.import_module(name)
         except ImportError as exc:
             raise ConfigurationError(f"cannot import {name!r}: {exc}") from None
-
-    def _handler(self, module: str) -> Handler:
-        from weft_serverless.errors import ConfigurationError
-
-        handler = getattr(self._import(module), "handler", None)
-        if not callable(handler):
-            raise ConfigurationError(f"{module} has no handler(event, context) function")
-        return handler  # type: ignore[no-any-return]
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=f"weft-dev-{name}", daemon=True)

@@ -6,17 +6,37 @@ compensating: replay answers the compensations already done and runs the rest.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from weft_serverless.commands import Command, RetryPolicy
 from weft_serverless.errors import ActivityFailedError
 
-if TYPE_CHECKING:
-    from weft_serverless.context import WorkflowContext
-
 _RESULT = object()
+
+
+class SagaContext(Protocol):
+    """What a saga uses of its workflow's context; ``WorkflowContext`` provides it.
+
+    A protocol rather than the class, so this module does not import ``context`` (which
+    imports this one for ``ctx.saga()``): the two would otherwise form an import loop.
+    """
+
+    @property
+    def log(self) -> logging.LoggerAdapter[Any]: ...
+
+    def activity_name(self, activity: str | Callable[..., Any]) -> str: ...
+
+    def run(
+        self,
+        activity: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Command[Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +48,7 @@ class Compensation:
 class Saga:
     """Collects compensations as steps complete; ``compensate()`` runs them newest first."""
 
-    def __init__(self, ctx: WorkflowContext) -> None:
+    def __init__(self, ctx: SagaContext) -> None:
         self._ctx = ctx
         self._compensations: list[Compensation] = []
         self.failures: list[ActivityFailedError] = []

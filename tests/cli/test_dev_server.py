@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -211,6 +212,34 @@ def test_a_waiting_start_sees_its_retry_fired_by_the_ticker_meanwhile(tmp_path: 
         elapsed = time.monotonic() - began
         assert (status, started["status"], started["result"]) == (201, "completed", "hello ada")
         assert elapsed < 8, f"the wait ran {elapsed:.1f} s: the retry fired only after it"
+    finally:
+        assert dev.stop() == 0, "".join(dev.output)
+    assert "Traceback" not in "".join(dev.output)
+
+
+def test_weft_dev_runs_from_an_installed_package_without_the_source_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel installs ``weft_serverless`` only: no ``handlers/`` (nor ``examples/``) beside
+    it. The API handler must come from the package, as ``handlers/api.py`` takes it."""
+    import weft_serverless
+
+    site = tmp_path / "site"  # the package alone, as an installed wheel lays it out
+    shutil.copytree(
+        Path(weft_serverless.__file__).parent,
+        site / "weft_serverless",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "flaky_flows.py").write_text(FLAKY_FLOWS)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    dev = DevProcess(work, "--workflows", "flaky_flows")
+    try:
+        base = dev.wait_for_url()
+        body = {"workflow_type": "greet", "id": "g-1", "input": "ada", "wait_seconds": 10}
+        status, started = call(f"{base}/workflows", "POST", body, timeout=20)
+        assert (status, started["status"], started["result"]) == (201, "completed", "hello ada")
     finally:
         assert dev.stop() == 0, "".join(dev.output)
     assert "Traceback" not in "".join(dev.output)

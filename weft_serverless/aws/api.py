@@ -20,8 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from weft_serverless import Engine
-from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
+from weft_serverless import MAX_WORKFLOW_ID_LENGTH, Engine
 
 from . import operations
 from .context import LambdaContext

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from weft_serverless import __version__
-from weft_serverless.engine.records import STATUSES
+from weft_serverless import WORKFLOW_STATUSES, __version__
 
 from .routes import ANY, ROUTES, Route, Schema
 
@@ -35,7 +34,7 @@ def _obj(properties: dict[str, Schema], required: list[str] | None = None) -> Sc
 
 
 NULLABLE_STRING: Schema = {"type": ["string", "null"]}
-STATUS: Schema = {"type": "string", "enum": list(STATUSES)}
+STATUS: Schema = {"type": "string", "enum": list(WORKFLOW_STATUSES)}
 
 COMPONENTS: dict[str, Schema] = {
     "Error": _obj(

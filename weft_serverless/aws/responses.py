@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.codec import jsonable
+from weft_serverless import jsonable
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     CodecError,

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
-from weft_serverless.engine.records import STATUSES
+from weft_serverless import MAX_WORKFLOW_ID_LENGTH
+from weft_serverless import WORKFLOW_STATUSES as STATUSES
 
 Schema = dict[str, Any]
 

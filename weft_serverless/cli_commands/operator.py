@@ -24,8 +24,7 @@ from weft_serverless.cli_commands.target import (
 )
 
 if TYPE_CHECKING:
-    from weft_serverless.engine.engine import Engine
-    from weft_serverless.engine.handle import WorkflowDescription
+    from weft_serverless import Owner, WorkflowDescription
 
 # ``weft result`` exit status for a run that has not finished (0 done, 1 failed or error).
 NOT_FINISHED_EXIT = 3
@@ -119,25 +118,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from weft_serverless.engine.records import failed_attempts, load_history
-    from weft_serverless.errors import WorkflowNotFoundError
+    from weft_serverless import inspect_workflow
 
     with operator_engine(args) as engine:
-        description = engine.describe(args.id)
-        history = load_history(engine.runtime.storage, args.id)
-        owner = _owner(engine, args.id)
-    if history is None:
-        raise WorkflowNotFoundError(args.id)
-    steps = render.timeline(history)
-    failures = failed_attempts(history)
-    buffered = {name: len(queue) for name, queue in history.signals.items() if queue}
+        seen = inspect_workflow(engine, args.id)
+    description, owner, history = seen.description, seen.owner, seen.history
+    steps, failures, buffered = history.steps, history.failed_attempts, history.buffered_signals
     if args.json:
         out = {
             **_description_json(description),
-            "owner": owner,
+            "owner": None if owner is None else owner.as_json(),
             "steps": [step.as_json() for step in steps],
-            "failed_attempts": failures,
-            "buffered_signals": buffered,
+            "failed_attempts": list(failures),
+            "buffered_signals": dict(buffered),
         }
         print(render.dumps(out))
         return 0
@@ -173,31 +166,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _owner(engine: Engine, workflow_id: str) -> dict[str, Any] | None:
-    """The workflow-lease holder and epoch, read straight from the workflow's partition."""
-    from weft_serverless.codec import decode
-    from weft_serverless.storage import keys
-
-    storage = engine.runtime.storage
-    holder = storage.get(keys.owner_holder_key(workflow_id))
-    epoch = storage.get(keys.owner_epoch_key(workflow_id))
-    if holder is None and epoch is None:
-        return None
-    owner: dict[str, Any] = {"holder": None, "epoch": int.from_bytes(epoch or b"", "big")}
-    if holder is not None:
-        owner["holder"] = decode(holder)
-    return owner
-
-
-def _owner_text(owner: dict[str, Any] | None) -> str:
+def _owner_text(owner: Owner | None) -> str:
     if owner is None:
         return "- (no per-workflow ownership in this store)"
-    holder = owner["holder"]
+    holder = owner.holder
     if holder is None:
-        return f"none: no engine holds it (epoch {owner['epoch']})"
-    expires = holder.get("expires_at")
+        return f"none: no engine holds it (epoch {owner.epoch})"
+    expires = holder.expires_at
     return (
-        f"engine {holder.get('engine_id')} (epoch {holder.get('epoch')}), claim expires "
+        f"engine {holder.engine_id} (epoch {holder.epoch}), claim expires "
         f"{render.timestamp(expires)} ({render.relative(expires)})"
     )
 

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
-    from weft_serverless.engine.engine import Engine
-    from weft_serverless.engine.ownership import Mode
+    from weft_serverless import Engine
     from weft_serverless.storage.base import Storage
     from weft_serverless.workflow import WorkflowDefinition
 
@@ -86,22 +85,6 @@ def _local_defaults() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or LOCAL_REGION
 
 
-def stored_mode(storage: Storage) -> Mode:
-    """The ownership mode the store was set up with (its marker), or ``none`` without one."""
-    from weft_serverless.codec import decode
-    from weft_serverless.storage import keys
-
-    marker = storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
-    if marker is None:
-        return "none"
-    mode = decode(marker).get("mode")
-    if mode == "lease":
-        return "lease"
-    if mode == "workflow-lease":
-        return "workflow-lease"
-    return "none"
-
-
 @contextmanager
 def operator_engine(
     args: argparse.Namespace,
@@ -118,7 +101,7 @@ def operator_engine(
     """
     import uuid
 
-    from weft_serverless.engine.engine import Engine
+    from weft_serverless import Engine, stored_ownership_mode
 
     storage = open_storage(args)
     engine_id = f"weft-cli-{uuid.uuid4().hex[:12]}"
@@ -127,7 +110,7 @@ def operator_engine(
             engine = Engine.create(
                 storage,
                 dict(workflows or {}),
-                ownership=stored_mode(storage),
+                ownership=stored_ownership_mode(storage),
                 background_tasks="manual",
                 recover=False,
                 engine_id=engine_id,
@@ -163,18 +146,6 @@ def load_workflows(module_name: str) -> dict[str, Any]:
 
 def reader_engine(storage: Storage, engine_id: str) -> Engine:
     """An engine that only reads: no marker check, no claim, and any write it tries fails."""
-    from weft_serverless.engine.engine import Engine
-    from weft_serverless.engine.ownership import ReadOnly
-    from weft_serverless.engine.runtime import Runtime, payload_limit, wall_clock
+    from weft_serverless import read_only_engine
 
-    rt = Runtime(
-        storage=storage,
-        definitions={},
-        activity_overrides={},
-        clock=wall_clock,
-        background_tasks="manual",
-        max_payload_bytes=payload_limit(storage, None),
-        engine_id=engine_id,
-    )
-    rt.fence = ReadOnly(rt)
-    return Engine(rt)
+    return read_only_engine(storage, engine_id)

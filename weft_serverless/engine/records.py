@@ -221,16 +221,16 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
         if sort.startswith(_REPLAYED):
             h.replayed[sort] = value
         family, _, rest = sort.partition("#")
-        if sort == keys.STATE:
-            state_bytes = value
-        elif family == "upr":
-            continue  # update responses: read by id when an update is retried, never here
-        elif family == "upa":
-            # kept encoded: decoded (and its format checked) only when a replay needs it
-            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
-        elif family in _DECODED_FAMILIES:
+        if family in _DECODED_FAMILIES:  # first: nearly every record is one of these
             record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
             _file(h, family, rest, sort, value, record)
+        elif sort == keys.STATE:
+            state_bytes = value
+        elif family == _UPDATE_RESPONSE:
+            continue  # update responses: read by id when an update is retried, never here
+        elif family == _UPDATE_APPLIED:
+            # kept encoded: decoded (and its format checked) only when a replay needs it
+            h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
         elif sort == keys.WAKE:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
     if state_bytes is None:
@@ -239,27 +239,44 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     return h
 
 
-_DECODED_FAMILIES = frozenset({"op", "pend", "att", "sig", "child", "ver", "asyncres", "actrec"})
+def _family(prefix: str) -> str:
+    """The family a key prefix names (``op#`` -> ``op``): what ``sort.partition("#")`` yields."""
+    return prefix.removesuffix("#")
+
+
+_OP = _family(keys.OP_PREFIX)
+_PENDING = _family(keys.PENDING_PREFIX)
+_ATTEMPT = _family(keys.ATTEMPT_PREFIX)
+_SIGNAL = _family(keys.SIGNAL_PREFIX)
+_CHILD = _family(keys.CHILD_PREFIX)
+_VERSION = _family(keys.VERSION_PREFIX)
+_ASYNC_RESULT = _family(keys.ASYNC_RESULT_PREFIX)
+_ACTIVITY_STARTED = _family(keys.ACTIVITY_STARTED_PREFIX)
+_UPDATE_APPLIED = _family(keys.UPDATE_APPLIED_PREFIX)
+_UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
+_DECODED_FAMILIES = frozenset(
+    {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
+)
 
 
 def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: Any) -> None:
     """Put one decoded partition record where the driver looks for it."""
-    if family == "op":
+    if family == _OP:
         h.ops[rest] = record
-    elif family == "pend":
+    elif family == _PENDING:
         h.pending[rest] = record
-    elif family == "att":
+    elif family == _ATTEMPT:
         h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(record)
-    elif family == "sig":
+    elif family == _SIGNAL:
         name = keys.dec(rest.split("#", 1)[0])
         h.signals.setdefault(name, []).append((sort, value, record))
-    elif family == "child":
+    elif family == _CHILD:
         h.children[rest] = record
-    elif family == "ver":
+    elif family == _VERSION:
         h.versions[keys.dec(rest)] = record["v"]
-    elif family == "asyncres":
+    elif family == _ASYNC_RESULT:
         h.async_results[rest] = record
-    elif family == "actrec":
+    elif family == _ACTIVITY_STARTED:
         h.started[rest] = record
 
 

@@ -111,7 +111,8 @@ def _moto_endpoint() -> str:
     """moto's DynamoDB server on loopback, started once per process."""
     global _dynamodb_endpoint
     if _dynamodb_endpoint is None:
-        from weft_serverless.devserver import FAKE_CREDENTIALS, LockedMotoServer
+        from weft_serverless.dev_moto import LockedMotoServer
+        from weft_serverless.devserver import FAKE_CREDENTIALS
 
         for name, value in FAKE_CREDENTIALS.items():
             os.environ.setdefault(name, value)

@@ -1,0 +1,66 @@
+"""moto's DynamoDB server on a loopback port, one request at a time.
+
+``weft dev`` serves its table from it, and the simulator and the tests point engines at it
+over HTTP. It is a module of its own so that the dev server stays one concern: wiring the
+handlers to HTTP and to a ticker.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+
+class LockedMotoServer:
+    """moto's server on loopback, serving one request at a time (body included).
+
+    moto applies a conditional write as read-check-write without a lock, so two concurrent
+    requests can both pass a condition; serialising requests restores DynamoDB's atomicity.
+    """
+
+    def __init__(
+        self, host: str = "127.0.0.1", lock: AbstractContextManager[Any] | None = None
+    ) -> None:
+        self.host = host
+        self._server: Any = None
+        # The tests pass the lock that also serialises in-process moto.
+        self._lock = lock if lock is not None else threading.Lock()
+
+    def start(self) -> str:
+        import logging
+
+        try:
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
+        except ImportError:
+            from weft_serverless.errors import ConfigurationError
+
+            raise ConfigurationError(
+                "weft dev runs DynamoDB locally with moto, which is not installed; "
+                "pip install 'weft-serverless[local]'"
+            ) from None
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def locked(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+            with self._lock:
+                return [b"".join(app(environ, start_response))]
+
+        self._server = make_server(
+            self.host, 0, locked, threaded=True, request_handler=MotoRequestHandler
+        )
+        threading.Thread(target=self._server.serve_forever, name="moto", daemon=True).start()
+        return f"http://{self.host}:{self._server.server_port}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
