@@ -53,6 +53,7 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
+from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
 from weft_serverless.workflow import WorkflowDefinition, workflow
@@ -60,6 +61,9 @@ from weft_serverless.workflow import WorkflowDefinition, workflow
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_DEDUP_ID_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_WORKFLOW_ID_BYTES",
     "ActivityContext",
     "ActivityFailedError",
     "ActivityReconciliationError",
