@@ -22,7 +22,8 @@ from weft_serverless.errors import (
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import control, handle, interactions, lifecycle, listing, retention, signals, starts
+from . import control, handle, interactions, lifecycle, listing, signals, starts
+from . import retention as retention_mod
 from .background import BackgroundDriver
 from .clock_skew import ClockGuard
 from .config import (
@@ -260,7 +261,7 @@ class Engine:
     def purge(self, workflow_id: str) -> None:
         """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
         self._check_open()
-        retention.purge_now(self._rt, check_id(workflow_id))
+        retention_mod.purge_now(self._rt, check_id(workflow_id))
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""

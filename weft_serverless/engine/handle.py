@@ -1,4 +1,5 @@
-"""What callers hold and read: ``WorkflowHandle``, ``WorkflowDescription``, ``WorkflowSummary``."""
+"""What callers hold and read: ``WorkflowHandle``, ``WorkflowDescription`` (and the read
+that makes one), ``WorkflowSummary``."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from weft_serverless.commands import (
 
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
-from . import activities, children, compose, record, waits
+from . import activities, children, compose, recorded, waits
 from .scope import StepScope
 
 T = TypeVar("T")
@@ -40,7 +40,7 @@ HANDLERS: dict[type[Command[Any]], Handler] = {
     All: compose.all_of,
     Race: compose.race,
     StartChild: children.start_child,
-    Record: record.record,
+    Record: recorded.record,
 }
 
 # Commands whose recorded value is not simply the stored ``v``.
@@ -57,7 +57,7 @@ class StepRunner(StepScope):
         self.check_signature(cmd, slot, record)
         if not record.get("ok", True):
             return Outcome(error=error_from_record(record["err"]))
-        replayer = _lookup(REPLAYERS, cmd)
+        replayer = lookup(REPLAYERS, cmd)
         if replayer is not None:
             return replayer(self, cmd, slot, record)
         return Outcome(decode_value(record))
@@ -65,13 +65,13 @@ class StepRunner(StepScope):
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
         self.check_parked_signature(cmd, slot)
         self.signature = cmd.signature()
-        handler = _lookup(HANDLERS, cmd)
+        handler = lookup(HANDLERS, cmd)
         if handler is None:
             raise TypeError(f"unknown command {cmd!r}")
         return handler(self, cmd, slot)
 
 
-def _lookup(table: dict[type[Command[Any]], T], cmd: Command[Any]) -> T | None:
+def lookup(table: dict[type[Command[Any]], T], cmd: Command[Any]) -> T | None:
     """The entry for the command's type, or for the nearest base a subclass extends."""
     found = table.get(type(cmd))
     if found is None:
