@@ -22,7 +22,8 @@ MAX_DEDUP_ID_BYTES = 128
 
 
 def check_text(value: Any, what: str, field: str | None) -> str:
-    """Return ``value`` if it is a non-empty string; every such check in the package is this.
+    """Return ``value`` if it is a non-empty string, else raise: the one such check, used by
+    every identifier check below and by the names that have no byte limit (query names).
 
     ``what`` names the value in the message; ``field`` is the argument blamed on the error
     (``None`` when the value is not one argument of a public call, e.g. a handler name).
