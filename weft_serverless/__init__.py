@@ -12,7 +12,6 @@ from weft_serverless.activity import (
 from weft_serverless.codec import jsonable
 from weft_serverless.commands import RetryPolicy
 from weft_serverless.context import WorkflowContext
-from weft_serverless.engine.arguments import MAX_WORKFLOW_ID_LENGTH
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from weft_serverless.engine.inspection import (
@@ -68,6 +67,7 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
+from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
 from weft_serverless.workflow import WorkflowDefinition, workflow
@@ -75,7 +75,9 @@ from weft_serverless.workflow import WorkflowDefinition, workflow
 __version__ = "0.1.0"
 
 __all__ = [
-    "MAX_WORKFLOW_ID_LENGTH",
+    "MAX_DEDUP_ID_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_WORKFLOW_ID_BYTES",
     "WORKFLOW_STATUSES",
     "ActivityContext",
     "ActivityFailedError",

@@ -178,7 +178,11 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def parse_duration(value: float | int | str | _dt.timedelta, what: str = "duration") -> float:
+Duration = float | int | str | _dt.timedelta
+"""Seconds, a ``timedelta`` or a string like ``"5m"``: what ``parse_duration`` reads."""
+
+
+def parse_duration(value: Duration, what: str = "duration") -> float:
     """Seconds from a number, a ``timedelta``, or a string like ``"500ms"``, ``"5m"``, ``"1d"``.
 
     A bad value raises ``InvalidArgumentError`` whose ``field`` is ``what``.

@@ -6,7 +6,6 @@ the call, so a bad argument fails at the line that wrote it.
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
 import random as _random
 import uuid as _uuid
@@ -18,6 +17,7 @@ from weft_serverless.commands import (
     PARENT_CLOSE_POLICIES,
     All,
     Command,
+    Duration,
     GetVersion,
     ParentClosePolicy,
     Race,
@@ -32,15 +32,14 @@ from weft_serverless.commands import (
 )
 from weft_serverless.errors import InvalidArgumentError, UnknownActivityError
 from weft_serverless.identifiers import (
-    MAX_NAME_BYTES,
-    MAX_WORKFLOW_ID_BYTES,
-    check_identifier,
+    check_idempotency_key,
+    check_name,
+    check_text,
     check_workflow_id,
 )
 from weft_serverless.saga import Saga
 from weft_serverless.workflow import WorkflowDefinition
 
-Duration = float | int | str | _dt.timedelta
 C = TypeVar("C", bound=Command[Any])
 
 _workflow_logger = logging.getLogger("weft_serverless.workflow")
@@ -115,7 +114,7 @@ class WorkflowContext:
         update stores nothing. Handlers must only change workflow state (no I/O): replay
         calls them again to rebuild that state.
         """
-        check_identifier(name, "update name", MAX_NAME_BYTES)
+        check_name(name, "update name")
         if not callable(handler) or (validator is not None and not callable(validator)):
             raise InvalidArgumentError("update handler and validator must be callable")
         self.update_handlers[name] = (handler, validator)
@@ -123,8 +122,7 @@ class WorkflowContext:
     def on_query(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Answer ``engine.query(id, name, arg)`` with ``handler(arg)``; it must not change
         state."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArgumentError("query name must be a non-empty string")
+        check_text(name, "query name", None)
         if not callable(handler):
             raise InvalidArgumentError("query handler must be callable")
         self.query_handlers[name] = handler
@@ -151,7 +149,7 @@ class WorkflowContext:
         if seconds == 0:
             raise InvalidArgumentError("timeout must be > 0 seconds")
         if idempotency_key is not None:
-            check_identifier(idempotency_key, "idempotency_key", MAX_WORKFLOW_ID_BYTES)
+            check_idempotency_key(idempotency_key)
         return self._made(Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key))
 
     def activity_name(self, activity: str | Callable[..., Any]) -> str:
@@ -172,7 +170,7 @@ class WorkflowContext:
 
     def wait_for_signal(self, name: str, *, timeout: Duration | None = None) -> WaitForSignal:
         """Receive the next ``name`` signal's payload, or ``None`` once ``timeout`` passes."""
-        check_identifier(name, "signal name", MAX_NAME_BYTES)
+        check_name(name, "signal name")
         seconds = None if timeout is None else parse_duration(timeout, "timeout")
         return self._made(WaitForSignal(name, seconds))
 
@@ -199,7 +197,7 @@ class WorkflowContext:
         lets it outlive this workflow; ``"request-cancel"`` returns the id too and cancels
         the child when this workflow ends.
         """
-        check_identifier(workflow_type, "workflow_type", MAX_NAME_BYTES)
+        check_name(workflow_type, "workflow_type")
         if id is not None:
             check_workflow_id(id, "child id")
         if parent_close_policy not in PARENT_CLOSE_POLICIES:
@@ -226,7 +224,7 @@ class WorkflowContext:
         Runs that passed this point before the change get ``min_supported``; new runs get
         ``max_supported``; each run keeps its answer. Yielding it takes no step slot.
         """
-        check_identifier(change_id, "change_id", MAX_NAME_BYTES)
+        check_name(change_id, "change_id")
         if not (isinstance(min_supported, int) and isinstance(max_supported, int)):
             raise InvalidArgumentError("versions must be integers")
         if min_supported > max_supported:
@@ -251,7 +249,7 @@ class WorkflowContext:
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Record:
         """Compute ``fn()`` once and record it under ``key``."""
-        check_identifier(key, "memo key", MAX_NAME_BYTES)
+        check_name(key, "memo key")
         if not callable(fn):
             raise InvalidArgumentError("memo fn must be callable")
         return self._made(Record(f"memo:{key}", fn))

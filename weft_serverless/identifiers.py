@@ -21,15 +21,26 @@ MAX_DEDUP_ID_BYTES = 128
 """``signal_id`` and ``update_id``."""
 
 
+def check_text(value: Any, what: str, field: str | None) -> str:
+    """Return ``value`` if it is a non-empty string, else raise: the one such check, used by
+    every identifier check below and by the names that have no byte limit (query names).
+
+    ``what`` names the value in the message; ``field`` is the argument blamed on the error
+    (``None`` when the value is not one argument of a public call, e.g. a handler name).
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{what} must be a non-empty string", field)
+    return value
+
+
 def check_identifier(value: Any, field: str, max_bytes: int) -> str:
     """Return ``value`` if it is a non-empty string of at most ``max_bytes`` UTF-8 bytes.
 
     Raises ``InvalidArgumentError`` naming ``field`` otherwise, before anything is written.
     """
-    if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(f"{field} must be a non-empty string", field)
+    text = check_text(value, field, field)
     try:
-        size = len(value.encode("utf-8"))
+        size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise InvalidArgumentError(
             f"{field} holds a lone surrogate, which UTF-8 cannot encode; pass valid text", field
@@ -40,7 +51,7 @@ def check_identifier(value: Any, field: str, max_bytes: int) -> str:
             "(letters outside ASCII take 2 to 4 bytes each); use a shorter one",
             field,
         )
-    return value
+    return text
 
 
 def check_workflow_id(value: Any, field: str = "workflow id") -> str:
@@ -49,3 +60,18 @@ def check_workflow_id(value: Any, field: str = "workflow id") -> str:
     if not value.isprintable():
         raise InvalidArgumentError(f"{field} must not contain control characters", field)
     return str(value)
+
+
+def check_name(value: Any, field: str) -> str:
+    """A signal, update, query-handler or memo name, a workflow type or a change id."""
+    return check_identifier(value, field, MAX_NAME_BYTES)
+
+
+def check_dedup_id(value: Any, field: str) -> str:
+    """A caller's ``signal_id`` or ``update_id``."""
+    return check_identifier(value, field, MAX_DEDUP_ID_BYTES)
+
+
+def check_idempotency_key(value: Any) -> str:
+    """A start's idempotency key: it shares the workflow id's keys, so its limit too."""
+    return check_identifier(value, "idempotency_key", MAX_WORKFLOW_ID_BYTES)

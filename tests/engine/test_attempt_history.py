@@ -196,7 +196,7 @@ def test_crash_at_every_write_of_a_long_retry_keeps_count_and_history(
     """Crash before and after each write while a step fails past the history bound: the run
     still ends with its result, the newest recorded failures as history, and no timer left.
     The bound is lowered to 2 (4 failures) so every crash point stays cheap on every backend."""
-    from weft_serverless.engine import run_step
+    from weft_serverless.engine.steps import activities as run_step
 
     bound, failures = 2, 4
     monkeypatch.setattr(run_step, "ATTEMPT_HISTORY", bound)

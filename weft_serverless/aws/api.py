@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from weft_serverless import MAX_WORKFLOW_ID_LENGTH, Engine
+from weft_serverless import MAX_WORKFLOW_ID_BYTES, Engine
 
 from . import operations
 from .context import LambdaContext
@@ -242,11 +242,11 @@ def _path_param(name: str, raw: str, encoded: bool = True) -> str:
     value = urllib.parse.unquote(raw) if encoded else raw
     if not value or not value.isprintable():
         raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
-    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_LENGTH:
+    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_BYTES:
         raise ApiError(
             400,
             "InvalidArgumentError",
-            f"{name}: over {MAX_WORKFLOW_ID_LENGTH} characters",
+            f"{name}: over {MAX_WORKFLOW_ID_BYTES} characters",
             field=name,
         )
     return value

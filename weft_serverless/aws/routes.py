@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless import MAX_WORKFLOW_ID_LENGTH
+from weft_serverless import MAX_WORKFLOW_ID_BYTES
 from weft_serverless import WORKFLOW_STATUSES as STATUSES
 
 Schema = dict[str, Any]
@@ -23,7 +23,7 @@ MAX_WAIT_SECONDS = 25.0
 """Longest ``wait_seconds``: API Gateway ends an integration after 29 s."""
 
 ANY: Schema = {"description": "Any JSON value."}
-ID: Schema = {"type": "string", "minLength": 1, "maxLength": MAX_WORKFLOW_ID_LENGTH}
+ID: Schema = {"type": "string", "minLength": 1, "maxLength": MAX_WORKFLOW_ID_BYTES}
 DURATION: Schema = {
     "type": ["number", "string"],
     "description": "Seconds, or a duration such as '90s', '5m', '1h'.",

@@ -10,30 +10,15 @@ without a clock (memory, SQLite) are shared by processes of one machine: nothing
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from weft_serverless.errors import ClockSkewDetected, ConfigurationError
+from weft_serverless.errors import ClockSkewDetected
 from weft_serverless.storage.base import Storage
 
 from .ownership import warn
 from .runtime import Metrics, logger
-
-DEFAULT_MAX_CLOCK_SKEW = 5.0
-"""Used when the ownership mode has no renew interval to default to."""
-
-
-def clock_skew_limit(configured: object, renew_interval: float | None) -> float | None:
-    """The checked ``max_clock_skew``: seconds, or ``None`` when the check is off (inf)."""
-    if configured is None:
-        return renew_interval or DEFAULT_MAX_CLOCK_SKEW
-    if isinstance(configured, bool) or not isinstance(configured, int | float):
-        raise ConfigurationError(f"max_clock_skew must be seconds (a number), got {configured!r}")
-    if math.isnan(configured) or configured <= 0:
-        raise ConfigurationError(f"max_clock_skew must be > 0 seconds, got {configured!r}")
-    return None if math.isinf(configured) else float(configured)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
-from .steps import StepRunner
+from .steps.runner import StepRunner
 
 
 @dataclass(slots=True)

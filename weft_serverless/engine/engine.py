@@ -1,4 +1,8 @@
-"""The ``Engine`` facade: one object per process, each method handed to a one-concern module."""
+"""The ``Engine`` facade: one object per process, each method handed to a one-concern module.
+
+Arguments are checked in ``config``; each method's full contract (errors, costs, modes) is
+in docs/api.md, so the docstrings here only say what a method is for.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +14,34 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from weft_serverless.commands import parse_duration
 from weft_serverless.errors import (
     ConfigurationError,
-    InvalidArgumentError,
     WeftError,
     WorkflowAlreadyExistsError,
-    WorkflowBusyError,
-    WorkflowNotFoundError,
 )
-from weft_serverless.identifiers import MAX_WORKFLOW_ID_BYTES, check_identifier
-from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import control, interactions, lifecycle, listing, signals
+from . import control, handle, interactions, lifecycle, listing, signals, starts
 from . import retention as retention_mod
-from .arguments import Duration, check_id, check_positive_int, check_registry, start_time
 from .background import BackgroundDriver
-from .clock_skew import ClockGuard, clock_skew_limit
+from .clock_skew import ClockGuard
+from .config import (
+    Duration,
+    check_engine_options,
+    check_id,
+    check_positive_int,
+    check_registry,
+    clock_skew_limit,
+    parse_retention,
+)
 from .dispatch import Dispatcher
 from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
 from .maintenance import MAX_TIMERS_PER_PASS, Budget, MaintenanceReport, run_maintenance
 from .ownership import Mode, Ownership, Timing
-from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState, failed_attempts, load_history
+from .records import RUNNING, STATUSES, SUSPENDED
 from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
 from .store_lease import StoreLease
 from .workflow_lease import WorkflowLease
@@ -72,40 +78,20 @@ class Engine:
     ) -> Engine:
         """Register workflows, then recover running ones (``recover=True``).
 
-        ``background_tasks="manual"`` starts no thread: calls that wake a workflow drive it
-        inline, and the host calls ``run_maintenance()`` to fire timers (the serverless
-        profile). ``"automatic"`` runs a small background driver for long-lived processes.
-
-        ``ownership`` picks who may write a workflow: ``"none"`` (one engine per store),
-        ``"lease"`` (one store-wide writer, fenced) or ``"workflow-lease"`` (one fenced owner
-        per workflow, so many engines can share a store; the mode for Lambda). Timing rules
-        are checked before anything is read: renew interval < ttl, ttl >= 3 x renew interval.
-
-        ``retention`` maps terminal statuses to how long a finished run is kept, e.g.
-        ``{"completed": "7d", "failed": "30d"}``; the maintenance pass purges it afterwards.
-
-        ``max_clock_skew`` (seconds; default: the ownership mode's renew interval, else 5) is
-        how far this engine's clock may run ahead of the store's, on stores that have a clock
-        (DynamoDB). Beyond it the engine takes over no claim and fires timers by the store's
-        clock, warning ``ClockSkewDetected``; ``math.inf`` turns the check off.
+        Every option is checked before anything is read (``config``); docs/api.md lists them:
+        ``background_tasks="manual"`` is the serverless profile, ``ownership`` picks who may
+        write a workflow (``"workflow-lease"`` for Lambda).
         """
         check_registry(workflows)
-        if background_tasks not in ("manual", "automatic"):
-            raise ConfigurationError(
-                f"background_tasks must be 'manual' or 'automatic', got {background_tasks!r}"
-            )
-        if ownership not in ("none", "lease", "workflow-lease"):
-            raise ConfigurationError(
-                f"ownership must be 'none', 'lease' or 'workflow-lease', got {ownership!r}"
-            )
         lease_timing = Timing(lease_ttl, lease_renew_interval)
         claim_timing = Timing(workflow_claim_ttl, workflow_claim_renew_interval)
-        if ownership == "lease":
-            lease_timing.check("lease")
-        elif ownership == "workflow-lease":
-            claim_timing.check("workflow claim")
-        if max_payload_bytes is not None and max_payload_bytes <= 0:
-            raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
+        check_engine_options(
+            ownership=ownership,
+            background_tasks=background_tasks,
+            lease_timing=lease_timing,
+            claim_timing=claim_timing,
+            max_payload_bytes=max_payload_bytes,
+        )
         rt = Runtime(
             storage=storage,
             definitions=dict(workflows),
@@ -114,7 +100,7 @@ class Engine:
             background_tasks=background_tasks,
             max_payload_bytes=payload_limit(storage, max_payload_bytes),
             engine_id=engine_id or uuid.uuid4().hex,
-            retention=retention_mod.parse_retention(retention),
+            retention=parse_retention(retention),
         )
         if ownership == "lease":
             rt.fence = StoreLease(rt, lease_timing, lease_wait_timeout)
@@ -147,18 +133,18 @@ class Engine:
         start_at: float | datetime.datetime | None = None,
         start_after: Duration | None = None,
     ) -> WorkflowHandle:
-        """Start a run; drive it inline in manual mode until it parks or finishes.
-
-        Once the start has committed the handle is returned: an inline drive that fails
-        (a transient storage error) is logged and the run is driven later by maintenance.
-
-        ``execution_timeout`` ends the run ``timed-out`` when it passes. ``start_at`` (epoch
-        seconds or an aware datetime) or ``start_after`` (a duration) keep it ``pending``
-        until then. A repeated ``idempotency_key`` returns the first run's handle.
-        """
+        """Start a run; drive it inline in manual mode until it parks or finishes (once the
+        start has committed, a failed inline drive is logged and left to maintenance)."""
         self._check_open()
-        state = self._new_state(
-            workflow_type, input, id, idempotency_key, execution_timeout, start_at, start_after
+        state = starts.new_state(
+            self._rt,
+            workflow_type,
+            input,
+            id,
+            idempotency_key,
+            execution_timeout,
+            start_at,
+            start_after,
         )
         started = lifecycle.start_workflow(self._rt, state)
         if state.status == RUNNING:
@@ -176,12 +162,11 @@ class Engine:
         signal_id: str | None = None,
         execution_timeout: Duration | None = None,
     ) -> WorkflowHandle:
-        """Signal the run ``id``, starting it first (with the signal buffered) if absent.
-
-        Raises ``WorkflowNotRunningError`` if ``id`` names a finished run.
-        """
+        """Signal the run ``id``, starting it first (with the signal buffered) if absent."""
         self._check_open()
-        state = self._new_state(workflow_type, input, id, None, execution_timeout, None, None)
+        state = starts.new_state(
+            self._rt, workflow_type, input, id, execution_timeout=execution_timeout
+        )
         ops = signals.delivery_ops(self._rt, state.id, signal, payload, signal_id)
         try:
             lifecycle.start_workflow(self._rt, state, ops)
@@ -191,60 +176,13 @@ class Engine:
         self._wake(state.id, "start")
         return WorkflowHandle(self, state.id)
 
-    def _new_state(
-        self,
-        workflow_type: str,
-        input: Any,
-        workflow_id: str | None,
-        idempotency_key: str | None,
-        execution_timeout: Duration | None,
-        start_at: float | datetime.datetime | None,
-        start_after: Duration | None,
-    ) -> WorkflowState:
-        if idempotency_key is not None:
-            check_identifier(idempotency_key, "idempotency_key", MAX_WORKFLOW_ID_BYTES)
-        if start_at is not None and start_after is not None:
-            raise InvalidArgumentError("pass start_at or start_after, not both", "start_after")
-        due = start_time(self._rt.now(), start_at, start_after)
-        timeout = None
-        if execution_timeout is not None:
-            timeout = parse_duration(execution_timeout, "execution_timeout")
-            if timeout <= 0:
-                raise InvalidArgumentError(
-                    "execution_timeout must be > 0 seconds", "execution_timeout"
-                )
-        encoded = self._rt.encode_payload(input, "workflow input")
-        return lifecycle.new_state(
-            self._rt,
-            workflow_type,
-            check_id(workflow_id, "id") if workflow_id is not None else uuid.uuid4().hex,
-            encoded,
-            idempotency_key=idempotency_key,
-            start_at=due,
-            execution_timeout=timeout,
-        )
-
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
         return WorkflowHandle(self, check_id(workflow_id))
 
     def describe(self, workflow_id: str, *, attempts: bool = False) -> WorkflowDescription:
         """The run's stored state (one point read). With ``attempts`` also its failed
         activity attempts (``failed_attempts``), which costs a read of its whole partition."""
-        check_id(workflow_id)
-        if attempts:
-            history = load_history(self._rt.storage, workflow_id)
-            if history is None:
-                raise WorkflowNotFoundError(workflow_id)
-            state, failures = history.state, failed_attempts(history)
-        else:
-            data = self._rt.storage.get(keys.state_key(workflow_id))
-            if data is None:
-                raise WorkflowNotFoundError(workflow_id)
-            state, failures = WorkflowState.from_bytes(data), None
-        owner = self._rt.fence.owner_of(workflow_id)
-        if state.result_apart:
-            state.result = self._rt.storage.get(keys.result_key(workflow_id))
-        return WorkflowDescription.of(state, owner, failures)
+        return handle.describe(self._rt, check_id(workflow_id), attempts)
 
     def list(
         self,
@@ -284,13 +222,7 @@ class Engine:
         update_id: str | None = None,
         timeout: float | None = None,
     ) -> Any:
-        """Apply an update where the workflow is parked and return its handler's result.
-
-        A validator rejects with ``UpdateValidationError`` before anything is stored; a
-        repeated ``update_id`` returns the first result. Under workflow-lease, a workflow held
-        by another engine raises ``WorkflowClaimUnavailableError``: retry (it is released
-        when that engine's invocation ends).
-        """
+        """Apply an update where the workflow is parked and return its handler's result."""
         self._check_open()
         result = interactions.send_update(
             self._rt, self._dispatcher, check_id(workflow_id), name, payload, update_id, timeout
@@ -330,13 +262,7 @@ class Engine:
     def purge(self, workflow_id: str) -> None:
         """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
         self._check_open()
-        outcome = retention_mod.purge(self._rt, check_id(workflow_id))
-        if outcome == "not-finished":
-            raise InvalidArgumentError(
-                f"workflow {workflow_id!r} has not finished; cancel it first, then purge"
-            )
-        if outcome == "raced":
-            raise WorkflowBusyError(f"workflow {workflow_id!r} changed while purging; retry")
+        retention_mod.purge_now(self._rt, check_id(workflow_id))
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""
@@ -356,12 +282,7 @@ class Engine:
         return len(ids)
 
     def resume(self, workflow_id: str) -> str:
-        """Resume a suspended run, or drive a running one now; returns its status after.
-
-        A run suspended before its delayed start goes back to ``pending`` until its start
-        time. Under ``workflow-lease`` this claims a running workflow first and raises
-        ``WorkflowClaimUnavailableError`` when another engine holds it.
-        """
+        """Resume a suspended run, or drive a running one now; returns its status after."""
         self._check_open()
         if self.describe(workflow_id).status == SUSPENDED:
             control.resume_suspended(self._rt, workflow_id)
@@ -378,20 +299,9 @@ class Engine:
         step_reserve: float = 1.0,
         heartbeat: bool = True,
     ) -> Iterator[Engine]:
-        """Scope one serverless invocation (a Lambda handler call).
-
-        Inside it no step starts when fewer than ``step_reserve`` seconds (or the step's own
-        timeout) remain: the workflow parks behind a timer due now, for the next invocation
-        or maintenance pass. Held claims are renewed by a heartbeat while it runs, and on exit
-        the claims of parked workflows are released, so a frozen container holds nothing and
-        another invocation can wake them at once.
-
-        Args:
-            time_left: seconds remaining (e.g. Lambda's remaining time / 1000).
-            deadline: or an absolute ``time.monotonic()`` deadline.
-            step_reserve: the least time a step may start with.
-            heartbeat: renew held claims on a thread while the invocation runs.
-        """
+        """Scope one serverless invocation (a Lambda handler call): no step starts with less
+        than ``step_reserve`` seconds left (``time_left()`` or the monotonic ``deadline``),
+        held claims are renewed while it runs and those of parked runs released on exit."""
         with invocation_scope(
             self._rt,
             time_left=time_left,
@@ -469,10 +379,9 @@ class Engine:
     def _wake(self, workflow_id: str, kind: str = "wake") -> None:
         """Drive what a committed call made drivable (inline in manual mode).
 
-        The call's write has landed by now, and it armed the run's wake-up (or an event
-        timer), so a drive that fails here is logged, not raised: raising would tell the
-        caller the call failed, and a retried start would then meet its own run as
-        ``WorkflowAlreadyExistsError``. A later maintenance pass drives the run.
+        The call's write has landed and armed the run's wake-up, so a failed drive is logged,
+        not raised: a caller told the call failed would retry a start into its own run
+        (``WorkflowAlreadyExistsError``). A later maintenance pass drives the run.
         """
         self._dispatcher.enqueue(workflow_id, kind)
         self._drive_woken()

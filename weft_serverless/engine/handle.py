@@ -1,23 +1,33 @@
-"""What callers hold and read: ``WorkflowHandle``, ``WorkflowDescription``, ``WorkflowSummary``."""
+"""What callers hold and read: ``WorkflowHandle``, ``WorkflowDescription`` (and the read
+that makes one), ``WorkflowSummary``."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from weft_serverless.codec import decode
 from weft_serverless.errors import (
     WeftError,
     WorkflowCancelledError,
     WorkflowFailedError,
+    WorkflowNotFoundError,
     WorkflowTimedOutError,
 )
+from weft_serverless.storage import keys
 
-from .records import CANCELLED, COMPLETED, FAILED, TERMINAL, TIMED_OUT, WorkflowState
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from .records import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    TERMINAL,
+    TIMED_OUT,
+    WorkflowState,
+    failed_attempts,
+    load_history,
+)
+from .runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,24 @@ class WorkflowSummary:
     created_at: float
 
 
+def describe(rt: Runtime, workflow_id: str, attempts: bool) -> WorkflowDescription:
+    """The run's stored state (one point read); with ``attempts`` its whole partition."""
+    if attempts:
+        history = load_history(rt.storage, workflow_id)
+        if history is None:
+            raise WorkflowNotFoundError(workflow_id)
+        state, failures = history.state, failed_attempts(history)
+    else:
+        data = rt.storage.get(keys.state_key(workflow_id))
+        if data is None:
+            raise WorkflowNotFoundError(workflow_id)
+        state, failures = WorkflowState.from_bytes(data), None
+    owner = rt.fence.owner_of(workflow_id)
+    if state.result_apart:
+        state.result = rt.storage.get(keys.result_key(workflow_id))
+    return WorkflowDescription.of(state, owner, failures)
+
+
 def outcome_of(description: WorkflowDescription) -> Any:
     """The result of a terminal workflow, or the error its ``result()`` raises."""
     if description.status == COMPLETED:
@@ -92,10 +120,28 @@ def outcome_of(description: WorkflowDescription) -> Any:
     raise WeftError(f"workflow {description.id!r} is {description.status}, not finished")
 
 
+class HandleOwner(Protocol):
+    """What a handle needs of the engine that made it: typed by shape, so this module does
+    not import the facade that imports it."""
+
+    @property
+    def waits_in_background(self) -> bool: ...
+
+    def describe(self, workflow_id: str) -> WorkflowDescription: ...
+
+    def signal(
+        self, workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> None: ...
+
+    def cancel(self, workflow_id: str) -> None: ...
+
+    def _wait_for_change(self, remaining: float | None) -> None: ...
+
+
 class WorkflowHandle:
     """A reference to one workflow run, by id."""
 
-    def __init__(self, engine: Engine, workflow_id: str) -> None:
+    def __init__(self, engine: HandleOwner, workflow_id: str) -> None:
         self._engine = engine
         self.id = workflow_id
 

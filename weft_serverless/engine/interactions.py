@@ -15,7 +15,6 @@ from weft_serverless.activity import decode_token
 from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
-    InvalidArgumentError,
     UnknownQueryError,
     UpdateFailedError,
     WeftError,
@@ -23,11 +22,11 @@ from weft_serverless.errors import (
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
-from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, check_identifier
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
 from .commit import LostCommit, timer_value
+from .config import check_dedup_id, check_name, check_text
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
@@ -51,9 +50,9 @@ def send_update(
     update_id: str | None,
     timeout: float | None,
 ) -> Any:
-    check_identifier(name, "name", MAX_NAME_BYTES)
+    check_name(name, "name")
     if update_id is not None:
-        check_identifier(update_id, "update_id", MAX_DEDUP_ID_BYTES)
+        check_dedup_id(update_id, "update_id")
     encoded = rt.encode_payload(payload, f"payload of update {name!r}")
     update = IncomingUpdate(update_id or uuid.uuid4().hex, name, encoded)
     with dispatcher.exclusive(workflow_id, DEFAULT_UPDATE_WAIT if timeout is None else timeout):
@@ -132,8 +131,7 @@ def _reject_early(rt: Runtime, workflow_id: str, update: IncomingUpdate) -> None
 
 def run_query(rt: Runtime, workflow_id: str, name: str, arg: Any) -> Any:
     """Answer a query from the stored history, without running or writing anything."""
-    if not isinstance(name, str) or not name:
-        raise InvalidArgumentError("query name must be a non-empty string")
+    check_text(name, "query name", None)
     encoded_arg = encode(arg, "query argument")
     request = DriveRequest(read_only=True)
     status = drive(rt, workflow_id, lambda _: None, request)

@@ -10,14 +10,12 @@ import heapq
 from collections.abc import Iterator
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.storage import keys
 
+from .config import check_page
 from .handle import WorkflowSummary
 from .records import STATUSES
 from .runtime import Runtime
-
-MAX_PAGE = 1000
 
 
 def list_page(
@@ -28,12 +26,7 @@ def list_page(
     cursor: str | None,
 ) -> tuple[list[WorkflowSummary], str | None]:
     """Up to ``limit`` rows after ``cursor``, and the cursor of the next page (None: done)."""
-    if status is not None and status not in STATUSES:
-        raise InvalidArgumentError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_PAGE}")
-    if cursor is not None and (not isinstance(cursor, str) or "#" not in cursor):
-        raise InvalidArgumentError("cursor is not one this engine returned")
+    check_page(status, limit, cursor)
     statuses = [status] if status else list(STATUSES)
     streams = [
         _stream(rt, s, shard, cursor) for s in statuses for shard in range(keys.STATUS_SHARDS)

@@ -11,11 +11,9 @@ again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
-from weft_serverless.commands import parse_duration
-from weft_serverless.errors import ConfigurationError, InvalidArgumentError
+from weft_serverless.errors import InvalidArgumentError, WorkflowBusyError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
@@ -27,28 +25,6 @@ RETENTION = "retention"
 PurgeOutcome = Literal["purged", "not-finished", "kept", "raced"]
 
 
-def parse_retention(retention: Mapping[str, object] | None) -> dict[str, float]:
-    """``{"completed": "7d", "failed": "30d", ...}`` -> seconds per terminal status."""
-    if retention is None:
-        return {}
-    if not isinstance(retention, Mapping):
-        raise ConfigurationError("retention must map a terminal status to a duration")
-    windows: dict[str, float] = {}
-    for status, window in retention.items():
-        if status not in TERMINAL:
-            raise ConfigurationError(
-                f"retention key {status!r} is not a terminal status ({', '.join(sorted(TERMINAL))})"
-            )
-        try:
-            seconds = parse_duration(window, f"retention[{status!r}]")  # type: ignore[arg-type]
-        except InvalidArgumentError as exc:
-            raise ConfigurationError(str(exc)) from None
-        if seconds <= 0:
-            raise ConfigurationError(f"retention[{status!r}] must be > 0 seconds")
-        windows[status] = seconds
-    return windows
-
-
 def retention_timer(rt: Runtime, workflow_id: str, status: str, now: float) -> list[Op]:
     """The timer a terminal batch carries when ``status`` has a retention window."""
     window = rt.retention.get(status)
@@ -56,6 +32,17 @@ def retention_timer(rt: Runtime, workflow_id: str, status: str, now: float) -> l
         return []
     timer = keys.timer_key(now + window, workflow_id, RETENTION)
     return [Put(timer, timer_value(workflow_id, RETENTION))]
+
+
+def purge_now(rt: Runtime, workflow_id: str) -> None:
+    """``Engine.purge``: delete a finished run now, or say why it cannot be."""
+    outcome = purge(rt, workflow_id)
+    if outcome == "not-finished":
+        raise InvalidArgumentError(
+            f"workflow {workflow_id!r} has not finished; cancel it first, then purge"
+        )
+    if outcome == "raced":
+        raise WorkflowBusyError(f"workflow {workflow_id!r} changed while purging; retry")
 
 
 def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutcome:

@@ -15,11 +15,11 @@ from weft_serverless.errors import (
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
-from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, check_identifier
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
 from .commit import timer_ref, timer_value
+from .config import check_dedup_id, check_name
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
@@ -31,9 +31,9 @@ def delivery_ops(
     rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: str | None
 ) -> list[Op]:
     """The writes that buffer one signal (checked and encoded before anything is written)."""
-    check_identifier(name, "name", MAX_NAME_BYTES)
+    check_name(name, "name")
     if signal_id is not None:
-        check_identifier(signal_id, "signal_id", MAX_DEDUP_ID_BYTES)
+        check_dedup_id(signal_id, "signal_id")
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"

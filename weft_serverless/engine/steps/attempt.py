@@ -16,8 +16,8 @@ from weft_serverless.commands import Run
 from weft_serverless.errors import ActivityTimeoutError, CodecError, PayloadTooLargeError
 from weft_serverless.workflow import ActivityDefinition
 
-from .records import cut_message
-from .runtime import Runtime
+from ..records import cut_message
+from ..runtime import Runtime
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from weft_serverless.activity import ActivityContext, Verification
 from weft_serverless.codec import decode, encode
@@ -25,44 +25,42 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
 
-from .activities import AttemptResult, run_attempt
-from .commit import commit
-from .outcomes import Done, Outcome, RaiseAtYield, error_from_record
-from .records import ATTEMPT_HISTORY, attempt_failure, error_record
-from .runtime import logger
-
-if TYPE_CHECKING:
-    from .steps import StepRunner
+from ..commit import commit
+from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
+from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
+from ..runtime import logger
+from .attempt import AttemptResult, run_attempt
+from .scope import StepScope
 
 
-def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
-    rt, workflow_id = runner.rt, runner.workflow_id
+def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
+    rt, workflow_id = scope.rt, scope.workflow_id
     try:
         encoded_input = rt.encode_payload(cmd.input, f"input of activity {cmd.activity!r}")
     except (CodecError, PayloadTooLargeError) as exc:
         raise RaiseAtYield(exc) from None
-    activity = rt.activity(runner.definition, cmd.activity)
+    activity = rt.activity(scope.definition, cmd.activity)
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (commit.stale_timer_deletes) longer, i.e. a run's cost quadratic.
-    attempts: list[dict[str, Any]] = runner.history.attempts.get(slot, [])
+    attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
     while True:
         if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
             return None
         number = int(attempts[-1]["n"]) + 1 if attempts else 1
-        result = _async_outcome(runner, cmd, slot, number)
-        if result is None and f"{slot}@{number}" in runner.history.pending:
+        result = _async_outcome(scope, cmd, slot, number)
+        if result is None and f"{slot}@{number}" in scope.history.pending:
             return None  # started asynchronously; waiting for complete/fail_activity
         if result is None:
             if cmd.idempotency_key is not None:
-                reconciled = _reconcile_or_mark_started(runner, cmd, slot, number, encoded_input)
+                reconciled = _reconcile_or_mark_started(scope, cmd, slot, number, encoded_input)
                 if reconciled is not None:
                     return reconciled
             if rt.low_on_time(cmd.timeout):
-                runner.yield_to_next_invocation(slot, number)
+                scope.yield_to_next_invocation(slot, number)
                 return None
             context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
             park_failures: list[BaseException] = []
-            context.on_async = functools.partial(_park_async, runner, slot, number, park_failures)
+            context.on_async = functools.partial(_park_async, scope, slot, number, park_failures)
             result = run_attempt(rt, activity, cmd, encoded_input, context)
             if park_failures:
                 raise park_failures[0]  # the drive's error, not the activity's failure
@@ -70,14 +68,14 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
                 return None
         if result.ok:
             value = decode(result.value) if result.value is not None else None
-            return runner.finish(slot, Outcome(value), {"v": result.value, "a": number})
+            return scope.finish(slot, Outcome(value), {"v": result.value, "a": number})
         retries = result.retryable and number < cmd.retry.max_attempts
         due = rt.now() + cmd.retry.backoff(number) if retries else None
         failure = attempt_failure(number, result.error_type, result.message, rt.now())
-        _log_failed_attempt(runner, cmd, slot, failure, due)
+        _log_failed_attempt(scope, cmd, slot, failure, due)
         if due is not None:
             rt.metrics.activity_retries += 1
-            stored = runner.park(
+            stored = scope.park(
                 keys.attempt_key(workflow_id, slot, number),
                 failure,
                 due,
@@ -87,17 +85,17 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
                 if number > ATTEMPT_HISTORY
                 else [],
             )
-            runner.history.attempts.setdefault(slot, attempts).append(stored)
+            scope.history.attempts.setdefault(slot, attempts).append(stored)
             del attempts[:-ATTEMPT_HISTORY]
             continue
         err = error_record(
             "activity", result.error_type, result.message, activity=cmd.activity, attempts=number
         )
-        return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+        return scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
 
 
 def _log_failed_attempt(
-    runner: StepRunner, cmd: Run, slot: str, failure: dict[str, Any], due: float | None
+    scope: StepScope, cmd: Run, slot: str, failure: dict[str, Any], due: float | None
 ) -> None:
     """One structured WARNING per failed attempt, whether or not it will be retried."""
     step = keys.describe_slot(slot)
@@ -108,7 +106,7 @@ def _log_failed_attempt(
         )
     logger.warning(
         "workflow %s: activity %r failed on attempt %d at step %s: %s: %s (%s)",
-        runner.workflow_id,
+        scope.workflow_id,
         cmd.activity,
         failure["n"],
         step,
@@ -116,8 +114,8 @@ def _log_failed_attempt(
         failure["message"],
         then,
         extra={
-            "workflow_id": runner.workflow_id,
-            "workflow_type": runner.definition.name,
+            "workflow_id": scope.workflow_id,
+            "workflow_type": scope.definition.name,
             "step": step,
             "activity": cmd.activity,
             "attempt": failure["n"],
@@ -128,8 +126,8 @@ def _log_failed_attempt(
     )
 
 
-def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> AttemptResult | None:
-    record = runner.history.async_results.get(keys.attempt_ref(slot, number))
+def _async_outcome(scope: StepScope, cmd: Run, slot: str, number: int) -> AttemptResult | None:
+    record = scope.history.async_results.get(keys.attempt_ref(slot, number))
     if record is None:
         return None
     if record.get("ok"):
@@ -142,38 +140,38 @@ def _async_outcome(runner: StepRunner, cmd: Run, slot: str, number: int) -> Atte
     )
 
 
-def _park_async(runner: StepRunner, slot: str, number: int, failures: list[BaseException]) -> None:
+def _park_async(scope: StepScope, slot: str, number: int, failures: list[BaseException]) -> None:
     """Record that the run waits on this attempt's token, inside ``complete_async()``.
 
     A failure here (a lost commit or claim, a storage error) surfaces in the activity, which
     must not get a token, but it is the engine's: ``failures`` keeps it so the attempt is not
     recorded as the activity failing.
     """
-    key = keys.pending_key(runner.workflow_id, f"{slot}@{number}")
-    record = {"async": number, "at": runner.rt.now()}
+    key = keys.pending_key(scope.workflow_id, f"{slot}@{number}")
+    record = {"async": number, "at": scope.rt.now()}
     try:
-        runner.commit_parking([Condition(key, None)], [Put(key, encode(record))])
+        scope.commit_parking([Condition(key, None)], [Put(key, encode(record))])
     except Exception as exc:
         failures.append(exc)
         raise
-    runner.history.pending[f"{slot}@{number}"] = record
+    scope.history.pending[f"{slot}@{number}"] = record
 
 
 def _reconcile_or_mark_started(
-    runner: StepRunner, cmd: Run, slot: str, attempt: int, encoded_input: bytes
+    scope: StepScope, cmd: Run, slot: str, attempt: int, encoded_input: bytes
 ) -> Done | None:
     """Before an idempotent activity's attempt runs: record its start, or, when a start of
     this very attempt is recorded with no outcome (a crash cut it), reconcile it."""
     assert cmd.idempotency_key is not None
-    rt, workflow_id = runner.rt, runner.workflow_id
+    rt, workflow_id = scope.rt, scope.workflow_id
     started = keys.attempt_ref(slot, attempt)
-    if started not in runner.history.started:
+    if started not in scope.history.started:
         key = keys.activity_started_key(workflow_id, slot, attempt)
         record = {"key": cmd.idempotency_key, "at": rt.now(), "attempt": attempt}
         commit(rt, workflow_id, [Condition(key, None)], [Put(key, encode(record))])
-        runner.history.started[started] = record
+        scope.history.started[started] = record
         return None
-    verify = rt.activity(runner.definition, cmd.activity).verify
+    verify = rt.activity(scope.definition, cmd.activity).verify
     if verify is None:
         raise ActivityReconciliationError(
             f"activity {cmd.activity!r} (idempotency key {cmd.idempotency_key!r}) may have run "
@@ -185,7 +183,7 @@ def _reconcile_or_mark_started(
     except Exception as exc:
         verdict = Verification.indeterminate()
         rt.metrics.incr("verify_errors")
-        runner.log_warning(f"verify of {cmd.activity!r} raised {exc!r}; treated as indeterminate")
+        scope.log_warning(f"verify of {cmd.activity!r} raised {exc!r}; treated as indeterminate")
     if not isinstance(verdict, Verification) or verdict.kind == "indeterminate":
         raise ActivityReconciliationError(
             f"activity {cmd.activity!r} (idempotency key {cmd.idempotency_key!r}): verify() "
@@ -199,7 +197,7 @@ def _reconcile_or_mark_started(
             data = rt.encode_payload(verdict.result, f"verified result of {cmd.activity!r}")
         except (CodecError, PayloadTooLargeError) as exc:
             raise ActivityReconciliationError(str(exc)) from None
-        return runner.finish(slot, Outcome(decode(data)), {"v": data, "reconciled": True})
+        return scope.finish(slot, Outcome(decode(data)), {"v": data, "reconciled": True})
     err = error_record(
         "activity",
         "ActivityResultUnavailable",
@@ -207,4 +205,4 @@ def _reconcile_or_mark_started(
         activity=cmd.activity,
         attempts=1,
     )
-    return runner.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+    return scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})

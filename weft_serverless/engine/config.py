@@ -1,0 +1,200 @@
+"""Every check of what callers pass to the engine, in one place, raised before any write.
+
+``Engine.create`` options raise ``ConfigurationError``; per-call arguments raise
+``InvalidArgumentError`` naming the argument. Identifier limits (UTF-8 bytes) and their
+checks live in ``weft_serverless.identifiers``, below the engine, because the workflow
+context and activity tokens check identifiers too; engine modules take them from here.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from weft_serverless.commands import Duration, parse_duration
+from weft_serverless.errors import ConfigurationError, InvalidArgumentError
+from weft_serverless.identifiers import (
+    MAX_WORKFLOW_ID_BYTES,
+    check_dedup_id,
+    check_idempotency_key,
+    check_name,
+    check_text,
+    check_workflow_id,
+)
+from weft_serverless.workflow import WorkflowDefinition
+
+from .ownership import Timing
+from .records import STATUSES, TERMINAL
+
+__all__ = [
+    "DEFAULT_MAX_CLOCK_SKEW",
+    "MAX_PAGE",
+    "MAX_WORKFLOW_ID_BYTES",
+    "Duration",
+    "StartOptions",
+    "check_dedup_id",
+    "check_engine_options",
+    "check_id",
+    "check_name",
+    "check_page",
+    "check_registry",
+    "check_text",
+    "clock_skew_limit",
+    "parse_retention",
+    "start_options",
+]
+
+DEFAULT_MAX_CLOCK_SKEW = 5.0
+"""Seconds; used when the ownership mode has no renew interval to default to."""
+MAX_PAGE = 1000
+"""The most rows one list page returns."""
+
+
+# -- Engine.create -------------------------------------------------------------------------
+
+
+def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
+    if not isinstance(workflows, Mapping):
+        raise ConfigurationError("workflows must be a mapping of name to workflow definition")
+    for name, definition in workflows.items():
+        if not isinstance(definition, WorkflowDefinition):
+            raise ConfigurationError(
+                f"workflows[{name!r}] is {type(definition).__name__}, not a WorkflowDefinition; "
+                "build it with workflow(name).activities(...).execute(fn)"
+            )
+        if definition.name != name:
+            raise ConfigurationError(
+                f"workflows[{name!r}] holds the definition named {definition.name!r}; "
+                "the key must equal the definition's name"
+            )
+
+
+def check_engine_options(
+    *,
+    ownership: object,
+    background_tasks: object,
+    lease_timing: Timing,
+    claim_timing: Timing,
+    max_payload_bytes: int | None,
+) -> None:
+    """The modes are known ones, the chosen mode's timing holds, a payload cap is positive."""
+    if background_tasks not in ("manual", "automatic"):
+        raise ConfigurationError(
+            f"background_tasks must be 'manual' or 'automatic', got {background_tasks!r}"
+        )
+    if ownership not in ("none", "lease", "workflow-lease"):
+        raise ConfigurationError(
+            f"ownership must be 'none', 'lease' or 'workflow-lease', got {ownership!r}"
+        )
+    if ownership == "lease":
+        lease_timing.check("lease")
+    elif ownership == "workflow-lease":
+        claim_timing.check("workflow claim")
+    if max_payload_bytes is not None and max_payload_bytes <= 0:
+        raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
+
+
+def parse_retention(retention: Mapping[str, object] | None) -> dict[str, float]:
+    """``{"completed": "7d", "failed": "30d", ...}`` -> seconds per terminal status."""
+    if retention is None:
+        return {}
+    if not isinstance(retention, Mapping):
+        raise ConfigurationError("retention must map a terminal status to a duration")
+    windows: dict[str, float] = {}
+    for status, window in retention.items():
+        if status not in TERMINAL:
+            raise ConfigurationError(
+                f"retention key {status!r} is not a terminal status ({', '.join(sorted(TERMINAL))})"
+            )
+        try:
+            seconds = parse_duration(window, f"retention[{status!r}]")  # type: ignore[arg-type]
+        except InvalidArgumentError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if seconds <= 0:
+            raise ConfigurationError(f"retention[{status!r}] must be > 0 seconds")
+        windows[status] = seconds
+    return windows
+
+
+def clock_skew_limit(configured: object, renew_interval: float | None) -> float | None:
+    """The checked ``max_clock_skew``: seconds, or ``None`` when the check is off (inf)."""
+    if configured is None:
+        return renew_interval or DEFAULT_MAX_CLOCK_SKEW
+    if isinstance(configured, bool) or not isinstance(configured, int | float):
+        raise ConfigurationError(f"max_clock_skew must be seconds (a number), got {configured!r}")
+    if math.isnan(configured) or configured <= 0:
+        raise ConfigurationError(f"max_clock_skew must be > 0 seconds, got {configured!r}")
+    return None if math.isinf(configured) else float(configured)
+
+
+# -- per-call arguments ----------------------------------------------------------------------
+
+
+def check_positive_int(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{field} must be a whole number of at least 1", field)
+    return value
+
+
+def check_id(workflow_id: Any, field: str = "workflow_id") -> str:
+    return check_workflow_id(workflow_id, field)
+
+
+@dataclass(frozen=True, slots=True)
+class StartOptions:
+    """A start's checked options: when it may begin and how long it may run (seconds)."""
+
+    idempotency_key: str | None
+    start_at: float | None
+    execution_timeout: float | None
+
+
+def start_options(
+    now: float,
+    idempotency_key: str | None,
+    execution_timeout: Duration | None,
+    start_at: float | datetime.datetime | None,
+    start_after: Duration | None,
+) -> StartOptions:
+    if idempotency_key is not None:
+        check_idempotency_key(idempotency_key)
+    if start_at is not None and start_after is not None:
+        raise InvalidArgumentError("pass start_at or start_after, not both", "start_after")
+    due = _start_time(now, start_at, start_after)
+    timeout = None
+    if execution_timeout is not None:
+        timeout = parse_duration(execution_timeout, "execution_timeout")
+        if timeout <= 0:
+            raise InvalidArgumentError("execution_timeout must be > 0 seconds", "execution_timeout")
+    return StartOptions(idempotency_key, due, timeout)
+
+
+def _start_time(
+    now: float, start_at: float | datetime.datetime | None, start_after: Duration | None
+) -> float | None:
+    if start_after is not None:
+        return now + parse_duration(start_after, "start_after")
+    if isinstance(start_at, datetime.datetime):
+        if start_at.tzinfo is None:
+            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)", "start_at")
+        return start_at.timestamp()
+    if start_at is not None and (
+        isinstance(start_at, bool) or not isinstance(start_at, int | float)
+    ):
+        raise InvalidArgumentError(
+            "start_at must be epoch seconds or an aware datetime", "start_at"
+        )
+    return None if start_at is None else float(start_at)
+
+
+def check_page(status: str | None, limit: int, cursor: str | None) -> None:
+    """A list page's filters: a known status, a limit in range, a cursor we handed out."""
+    if status is not None and status not in STATUSES:
+        raise InvalidArgumentError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_PAGE}")
+    if cursor is not None and (not isinstance(cursor, str) or "#" not in cursor):
+        raise InvalidArgumentError("cursor is not one this engine returned")

@@ -1,0 +1,136 @@
+"""What every step handler shares within one workflow drive: the loaded history and the
+commits that finish or park a step.
+
+Handlers take a ``StepScope`` rather than the runner, so they do not import the module that
+imports them; the runner fills in ``advance`` and ``replay`` (composite steps call back into
+them for their branches).
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from weft_serverless.codec import encode
+from weft_serverless.commands import Command
+from weft_serverless.errors import NondeterminismError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Key, Op, Put
+from weft_serverless.workflow import WorkflowDefinition
+
+from .. import wakeups
+from ..commit import (
+    commit,
+    commit_cleanup,
+    commit_step,
+    stale_timer_deletes,
+    timer_ref,
+    timer_value,
+)
+from ..outcomes import Done, Outcome
+from ..records import History
+from ..runtime import Runtime, logger
+
+_deferrals = itertools.count()
+
+
+class StepScope(ABC):
+    """One workflow drive's state and the writes its steps make."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        workflow_id: str,
+        definition: WorkflowDefinition,
+        history: History,
+        enqueue: Callable[[str], None],
+    ) -> None:
+        self.rt = rt
+        self.workflow_id = workflow_id
+        self.definition = definition
+        self.history = history
+        self.enqueue = enqueue
+        self.awaiting: set[str] = set()
+        self.signature = ""  # of the command being advanced: parked records carry it
+
+    @abstractmethod
+    def advance(self, cmd: Command[Any], slot: str) -> Done | None:
+        """Carry the command on as far as it can go now (``None``: parked)."""
+
+    @abstractmethod
+    def replay(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> Outcome:
+        """The outcome a recorded step gives back, without re-running anything."""
+
+    def check_signature(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> None:
+        stored, current = record.get("sig", ""), cmd.signature()
+        if stored != current:
+            raise NondeterminismError(keys.describe_slot(slot), stored, current)
+
+    def check_parked_signature(self, cmd: Command[Any], slot: str) -> None:
+        """A step parked on a pending record must be resumed by the same operation."""
+        attempts = self.history.attempts.get(slot)
+        for record in (self.history.pending.get(slot), attempts[-1] if attempts else None):
+            stored = (record or {}).get("sig")
+            if stored and stored != cmd.signature():
+                raise NondeterminismError(keys.describe_slot(slot), stored, cmd.signature())
+
+    def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
+        """Write a finished step's op record together with its effects."""
+        record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
+        key = keys.op_key(self.workflow_id, slot)
+        conditions = [Condition(key, None), *done.conditions]
+        ops: list[Op] = [Put(key, encode(record)), *done.ops]
+        left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
+        self.rt.metrics.steps_committed += 1
+        self.history.ops[slot] = record
+        self.history.note(ops)
+        for callback in done.after_commit:
+            callback()
+        commit_cleanup(self.rt, self.workflow_id, left)
+
+    def park(
+        self,
+        record_key: Key,
+        record: dict[str, Any],
+        due: float,
+        kind: str,
+        tag: str,
+        also: Sequence[Op] = (),
+    ) -> dict[str, Any]:
+        """Commit a pending fact together with the timer that will wake the workflow (and
+        ``also``, in the same batch)."""
+        timer = keys.timer_key(due, self.workflow_id, tag)
+        stored = {**record, "sig": self.signature, "due": due, "timer": timer_ref(timer)}
+        self.commit_parking(
+            [Condition(record_key, None)],
+            [
+                Put(record_key, encode(stored)),
+                Put(timer, timer_value(self.workflow_id, kind)),
+                *also,
+            ],
+        )
+        return stored
+
+    def commit_parking(self, conditions: list[Condition], ops: list[Op]) -> None:
+        """Commit a batch that parks the run; it takes the run's wake-up with it."""
+        commit(self.rt, self.workflow_id, conditions, ops + wakeups.disarm(self.history))
+        wakeups.disarmed(self.history)
+
+    def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
+        done = Done(outcome, record, **extra)
+        done.cleanup.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
+        return done
+
+    def log_warning(self, message: str) -> None:
+        logger.warning("workflow %s: %s", self.workflow_id, message)
+
+    def yield_to_next_invocation(self, slot: str, attempt: int) -> None:
+        """Too little time left to start this step: park behind a timer that is due now."""
+        now = self.rt.now()
+        deferral = keys.counter(next(_deferrals), 8)
+        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
+        timer = keys.timer_key(now, self.workflow_id, tag)
+        self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        self.rt.metrics.incr("steps_deferred_for_budget")

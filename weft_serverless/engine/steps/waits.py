@@ -1,0 +1,71 @@
+"""Steps that wait: a durable sleep, a signal (with its timeout), a condition (with its
+timeout). Each parks a pending record with the timer that wakes the run when it falls due."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.commands import Sleep, WaitForSignal, WaitUntil
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Key, Op
+
+from .. import wakeups
+from ..outcomes import Done, Outcome, RaiseAtYield
+from .scope import StepScope
+
+
+def timer_due(scope: StepScope, slot: str, seconds: float, kind: str, tag: str) -> bool:
+    """Whether the step's timer has fallen due; the first call parks it durably."""
+    pending = scope.history.pending.get(slot)
+    if pending is None:
+        if seconds <= 0:
+            return True
+        key = keys.pending_key(scope.workflow_id, slot)
+        pending = scope.park(key, {}, scope.rt.now() + seconds, kind, tag + slot)
+        scope.history.pending[slot] = pending
+    due: float = pending["due"]
+    return keys.is_due(scope.rt.now(), due)
+
+
+def sleep(scope: StepScope, cmd: Sleep, slot: str) -> Done | None:
+    if timer_due(scope, slot, cmd.seconds, "sleep", "s"):
+        return Done(Outcome(None), {})
+    return None
+
+
+def wait_for_signal(scope: StepScope, cmd: WaitForSignal, slot: str) -> Done | None:
+    history = scope.history
+    queue = history.signals.get(cmd.name)
+    if queue:
+        sort, raw, signal = queue[0]
+        key = Key(keys.workflow_partition(scope.workflow_id), sort)
+        ops: list[Op] = [Delete(key)]
+        after_commit: list[Callable[[], object]] = [lambda: queue.pop(0)]
+        if signal.get("timer"):
+            ops += wakeups.adopt(history, signal["timer"])
+            after_commit.append(lambda: wakeups.adopted(history, signal["timer"]))
+        return scope.finish(
+            slot,
+            Outcome(decode(signal["v"])),
+            {"v": signal["v"]},
+            conditions=[Condition(key, raw)],
+            ops=ops,
+            after_commit=after_commit,
+        )
+    scope.awaiting.add(cmd.name)
+    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, "timeout", "w"):
+        return Done(Outcome(None), {})
+    return None
+
+
+def wait_until(scope: StepScope, cmd: WaitUntil, slot: str) -> Done | None:
+    try:
+        holds = bool(cmd.predicate())
+    except Exception as exc:
+        raise RaiseAtYield(exc) from None
+    if holds:
+        return scope.finish(slot, Outcome(True), {"v": encode(True)})
+    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, "wait-condition", "u"):
+        return Done(Outcome(False), {"v": encode(False)})
+    return None
