@@ -1,10 +1,11 @@
 """DynamoDB storage: one on-demand table, conditional writes, retries that never guess.
 
-The item mapping lives in ``dynamodb_items``, failure handling in ``dynamodb_faults``, the
-cost meter in ``dynamodb_meter``, S3 offload in ``dynamodb_offload`` and client and table
-setup in ``dynamodb_setup``; this module sequences the calls. boto3 is imported on first use
-only, so importing ``weft_serverless`` stays light. Why each choice was made:
-``docs/decisions/0003-dynamodb-mapping.md``.
+The item mapping lives in ``dynamodb_items``, the write path (transactions and settling
+their outcome) in ``dynamodb_writes``, failure handling in ``dynamodb_faults``, the cost
+meter in ``dynamodb_meter``, S3 offload in ``dynamodb_offload`` and client and table setup
+in ``dynamodb_setup``; this module holds the configuration and the reads, and hands writes
+on. boto3 is imported on first use only, so importing ``weft_serverless`` stays light. Why
+each choice was made: ``docs/decisions/0003-dynamodb-mapping.md``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from weft_serverless.errors import ConfigurationError, StorageError, StorageIntegrityError
+from weft_serverless.errors import ConfigurationError, StorageIntegrityError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Capabilities,
@@ -25,28 +25,13 @@ from weft_serverless.storage.base import (
     Condition,
     Key,
     Op,
-    Put,
     SortRange,
     Storage,
 )
 from weft_serverless.storage.dynamodb_clock import ClockEstimator
-from weft_serverless.storage.dynamodb_faults import ConditionFailed, Retrier, TimeBudget
-from weft_serverless.storage.dynamodb_items import (
-    Action,
-    check_limits,
-    commit_token,
-    committed,
-    key_attributes,
-    key_condition,
-    value_digest,
-)
-from weft_serverless.storage.dynamodb_meter import (
-    TRANSACTION_MULTIPLIER,
-    RequestMeter,
-    item_size,
-    read_units,
-    write_units,
-)
+from weft_serverless.storage.dynamodb_faults import Retrier, TimeBudget
+from weft_serverless.storage.dynamodb_items import key_attributes, key_condition
+from weft_serverless.storage.dynamodb_meter import RequestMeter, item_size, read_units
 from weft_serverless.storage.dynamodb_offload import Offload
 from weft_serverless.storage.dynamodb_schema import (
     DIGEST_ATTRIBUTE,
@@ -58,6 +43,7 @@ from weft_serverless.storage.dynamodb_schema import (
     VALUE_ATTRIBUTE,
 )
 from weft_serverless.storage.dynamodb_setup import create_table, dynamodb_client, s3_client
+from weft_serverless.storage.dynamodb_writes import BATCH_WRITE_CHUNK, Writes
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -75,8 +61,6 @@ MAX_INLINE_VALUE_BYTES = 380_000
 DEFAULT_OFFLOAD_THRESHOLD = 32 * 1024
 DEFAULT_OFFLOAD_MAX_VALUE_BYTES = 64 * 1024 * 1024
 MAX_ACTIONS = 100
-BATCH_WRITE_CHUNK = 25
-READ_BACK_CHUNK = 25  # TransactGetItems allows 100; moto allows 25.
 
 
 class DynamoDBStorage(Storage):
@@ -147,6 +131,13 @@ class DynamoDBStorage(Storage):
             threshold=offload_threshold,
             client=lambda: self.s3_client,
             retrier=self._retrier,
+        )
+        self._writes = Writes(
+            table_name,
+            client=lambda: self.client,
+            retrier=self._retrier,
+            offload=self.offload,
+            get_item=self._get_item,
         )
         self._capabilities = Capabilities(
             max_batch_ops=MAX_ACTIONS,
@@ -288,133 +279,10 @@ class DynamoDBStorage(Storage):
     # -- writes --------------------------------------------------------------------------------
 
     def _batch(self, ops: Sequence[Op]) -> None:
-        actions = [self._action(op, {}) for op in sorted(ops, key=lambda op: op.key)]
-        if not self._write(actions):
-            raise StorageError("an unconditional write reported a failed condition")
+        self._writes.batch(ops)
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
-        expected = {condition.key: condition.expected for condition in conditions}
-        actions = [self._action(op, expected) for op in ops]
-        actions += [self._check(key, value) for key, value in expected.items()]
-        actions.sort(key=lambda action: action.key)
-        if len(actions) == 1 and actions[0].kind == "ConditionCheck":
-            return self._holds(actions[0])
-        return self._write(actions)
-
-    def _action(self, op: Op, expected: dict[Key, bytes | None]) -> Action:
-        """Build a key's action, merging (and consuming) that key's condition if any."""
-        conditioned = op.key in expected
-        old = expected.pop(op.key, None)
-        old_size = 0 if old is None else self.offload.stored_size(op.key, old)
-        if not isinstance(op, Put):
-            return Action(op.key, "Delete", conditioned, old, old_size=old_size)
-        value = bytes(op.value)
-        digest = value_digest(value)
-        item = self.offload.item(op.key, value, digest)
-        blob = value if self.offload.offloads(value) else None
-        return Action(op.key, "Put", conditioned, old, item, digest, blob, old_size)
-
-    def _check(self, key: Key, expected: bytes | None) -> Action:
-        size = 0 if expected is None else self.offload.stored_size(key, expected)
-        return Action(key, "ConditionCheck", True, expected, old_size=size)
-
-    def _holds(self, check: Action) -> bool:
-        """A lone condition is one consistent read: cheaper than a transaction, as atomic."""
-        item = self._get_item(check.key)
-        if item is None or check.expected is None:
-            return item is None and check.expected is None
-        if VALUE_ATTRIBUTE in item:
-            return bytes(item[VALUE_ATTRIBUTE]["B"]) == check.expected
-        return item.get(DIGEST_ATTRIBUTE, {}).get("B") == value_digest(check.expected)
-
-    def _write(self, actions: list[Action]) -> bool:
-        """Send the actions as one atomic write; ``False`` when a condition did not hold."""
-        transactional = len(actions) > 1
-        check_limits(actions, transactional)
-        for action in actions:
-            if action.blob is not None and action.digest is not None:
-                self.offload.store(action.digest, action.blob)
-        try:
-            if transactional:
-                self._transact(actions)
-            else:
-                self._write_one(actions[0])
-        except ConditionFailed as failed:
-            if not failed.maybe_applied:
-                return False
-            if len(actions) == 1:
-                return committed(actions, {actions[0].key: failed.item})
-            written = [a.key for a in actions if a.kind != "ConditionCheck"]
-            return bool(written) and committed(actions, self._read_back(written))
-        return True
-
-    def _write_one(self, action: Action) -> None:
-        params: dict[str, Any] = {"TableName": self.table_name, **action.condition_params()}
-        if action.conditioned:
-            # On failure DynamoDB returns the current item for free: it sizes the bill and
-            # settles an ambiguous retry without another read.
-            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        operation = "PutItem" if action.kind == "Put" else "DeleteItem"
-        try:
-            if action.kind == "Put":
-                item = action.item or {}
-                self._retrier.call(operation, lambda: self.client.put_item(**params, Item=item))
-            else:
-                key = key_attributes(action.key)
-                self._retrier.call(operation, lambda: self.client.delete_item(**params, Key=key))
-        except ConditionFailed as failed:
-            # Billed too: 1 unit on an absent item, else sized like the write it refused.
-            old = failed.item
-            new = action.size if action.kind == "Put" else 0
-            units = 1 if old is None else write_units(max(item_size(old), new))
-            self.meter.record(operation, write_units=units)
-            raise
-        self.meter.record(operation, write_units=action.units(), bytes_written=action.size)
-
-    def _transact(self, actions: list[Action]) -> None:
-        items: list[Any] = [action.transact_item(self.table_name) for action in actions]
-        token = commit_token(self.table_name, actions)
-        writes = sum(a.units() for a in actions if a.kind != "ConditionCheck")
-        checks = sum(a.units() for a in actions if a.kind == "ConditionCheck")
-
-        def bill() -> None:
-            # A cancelled transaction is billed too; estimated here as if it had committed.
-            self.meter.record(
-                "TransactWriteItems",
-                write_units=writes * TRANSACTION_MULTIPLIER,
-                read_units=checks * TRANSACTION_MULTIPLIER,
-                bytes_written=sum(a.size for a in actions if a.kind == "Put"),
-            )
-
-        try:
-            self._retrier.call(
-                "TransactWriteItems",
-                lambda: self.client.transact_write_items(
-                    TransactItems=items, ClientRequestToken=token
-                ),
-            )
-        except ConditionFailed:
-            bill()
-            raise
-        bill()
-
-    def _read_back(self, keys: list[Key]) -> dict[Key, Item | None]:
-        found: dict[Key, Item | None] = {}
-        for start in range(0, len(keys), READ_BACK_CHUNK):
-            chunk = keys[start : start + READ_BACK_CHUNK]
-            gets: list[Any] = [
-                {"Get": {"TableName": self.table_name, "Key": key_attributes(key)}} for key in chunk
-            ]
-            response = self._retrier.call(
-                "TransactGetItems",
-                partial(self.client.transact_get_items, TransactItems=gets),
-            )
-            units = 0
-            for key, answer in zip(chunk, response["Responses"], strict=True):
-                found[key] = answer.get("Item")
-                units += read_units(item_size(found[key] or {})) * TRANSACTION_MULTIPLIER
-            self.meter.record("TransactGetItems", read_units=units)
-        return found
+        return self._writes.conditional_batch(conditions, ops)
 
     def _delete_many(self, keys: list[Key]) -> None:
         """Delete keys 25 at a time with ``BatchWriteItem``: NOT atomic, retried to the end.
@@ -424,20 +292,7 @@ class DynamoDBStorage(Storage):
         """
         for start in range(0, len(keys), BATCH_WRITE_CHUNK):
             chunk = keys[start : start + BATCH_WRITE_CHUNK]
-            pending: list[Any] = [{"DeleteRequest": {"Key": key_attributes(k)}} for k in chunk]
-            attempts = self._retrier.attempts("BatchWriteItem")
-            while pending:
-                request = {self.table_name: pending}
-                response = self._retrier.call(
-                    "BatchWriteItem", partial(self.client.batch_write_item, RequestItems=request)
-                )
-                left = list(response.get("UnprocessedItems", {}).get(self.table_name, []))
-                self.meter.record("BatchWriteItem", write_units=len(pending) - len(left))
-                pending = left
-                if pending:
-                    attempts.last = f"{len(pending)} UnprocessedItems"
-                    attempts.begin()
-                    attempts.backoff()
+            self._writes.delete_chunk(chunk)
             with self.stats._lock:
                 self.stats.batches += 1
                 self.stats.items_deleted += len(chunk)
