@@ -71,6 +71,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "storage(name): the test is bound to one backend; --storage can deselect it"
     )
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): a storage_factory test runs on these backends only (too slow, or "
+        "meaningless, on the others)",
+    )
     selected_backends(config)  # fail fast on a misspelt --storage
 
 
