@@ -20,9 +20,8 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import wakeups
-from .commit import timer_value
-from .lifecycle import DELAYED_START, close_children_timer, open_children, transition_ops
+from . import timers, wakeups
+from .lifecycle import close_children_timer, open_children, transition_ops
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -184,11 +183,10 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         top = slot.split(".", 1)[0].split("@", 1)[0]
         if top in history.ops or not record.get("timer"):
             continue
-        ops.append(Put(Key(*record["timer"]), timer_value(state.id, "resume")))
+        ops.append(Put(Key(*record["timer"]), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
-        timer = keys.timer_key(start_at, state.id, DELAYED_START)
-        ops.append(Put(timer, timer_value(state.id, DELAYED_START)))
+        ops.append(timers.arm(timers.DELAYED_START, state.id, start_at))
     return ops
 
 

@@ -27,7 +27,8 @@ from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, chec
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
-from .commit import LostCommit, timer_value
+from . import timers
+from .commit import LostCommit
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
@@ -181,7 +182,6 @@ def complete_async(
             )
         decode_record(pending, f"the pending activity of workflow {workflow_id!r}")
         now = rt.now()
-        timer = keys.timer_key(now, workflow_id, f"a{slot}#{attempt}")
         conditions = [
             Condition(pending_key, pending),
             Condition(result_key, None),
@@ -189,7 +189,7 @@ def complete_async(
         ]
         ops = [
             Put(result_key, encode({**record, "at": now})),
-            Put(timer, timer_value(workflow_id, "async-activity")),
+            timers.arm(timers.ASYNC_ACTIVITY, workflow_id, now, f"{slot}#{attempt}"),
         ]
         if rt.storage.conditional_batch(conditions, ops):
             return workflow_id

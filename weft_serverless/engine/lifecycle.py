@@ -19,16 +19,12 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
-from . import wakeups
-from .commit import LostCommit, commit, timer_value
+from . import timers, wakeups
+from .commit import LostCommit, commit
 from .ownership import Fragment
 from .records import PENDING, RUNNING, TERMINAL, History, WorkflowState
 from .retention import retention_timer
 from .runtime import Runtime
-
-DEADLINE = "deadline"
-DELAYED_START = "delayed-start"
-CLOSE_CHILDREN = "close-children"
 
 
 def new_state(
@@ -86,12 +82,11 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
         fragment.conditions.append(Condition(idem, None))
         fragment.ops.append(Put(idem, encode({"id": state.id})))
     for kind, due in (
-        (DELAYED_START, state.extra.get("start_at")),
-        (DEADLINE, state.extra.get("deadline")),
+        (timers.DELAYED_START, state.extra.get("start_at")),
+        (timers.DEADLINE, state.extra.get("deadline")),
     ):
         if due is not None:
-            timer = keys.timer_key(due, state.id, kind)
-            fragment.ops.append(Put(timer, timer_value(state.id, kind)))
+            fragment.ops.append(timers.arm(kind, state.id, due))
     if state.status == RUNNING:
         fragment.ops += wakeups.arm(state.id, state.created_at)
         fragment.add(rt.fence.start_fragment(state.id, epoch))
@@ -242,10 +237,9 @@ def _parent_notice(
     elif status != "completed":
         notice["type"] = "WorkflowCancelledError" if status == "cancelled" else status
         notice["message"] = f"child workflow {state.id!r} ended {status}"
-    timer = keys.timer_key(now, parent_id, "c" + slot)
     return [
         Put(keys.child_result_key(parent_id, slot), encode(notice)),
-        Put(timer, timer_value(parent_id, "child")),
+        timers.arm(timers.CHILD, parent_id, now, slot),
     ]
 
 
@@ -308,6 +302,4 @@ def open_children(pending: Mapping[str, dict[str, Any]], finished: Container[str
 def close_children_timer(workflow_id: str, now: float) -> Put:
     """Due at once: the maintenance pass cancels the children even if this process dies
     right after the terminal commit (the inline path usually does it first)."""
-    return Put(
-        keys.timer_key(now, workflow_id, CLOSE_CHILDREN), timer_value(workflow_id, CLOSE_CHILDREN)
-    )
+    return timers.arm(timers.CLOSE_CHILDREN, workflow_id, now)

@@ -22,11 +22,9 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
 
 from . import control, retention
-from .commit import timer_value
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
-from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
-from .retention import RETENTION
 from .runtime import Runtime, logger, skip_unsupported
+from .timers import firing_order, timer_value
 
 MAX_TIMERS_PER_PASS = 1000
 RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
@@ -120,32 +118,51 @@ def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: fl
         for key, workflow_id, kind, count in timers[start : start + size]:
             delay = min(MAX_RETAIN_BACKOFF, RETAIN_BACKOFF * 2**count)
             moved = keys.timer_moved(key, now + delay)
-            ops += [Delete(key), Put(moved, timer_value(workflow_id, kind, retained=count + 1))]
+            ops += [
+                Delete(key),
+                Put(moved, timer_value(workflow_id, kind, retained=count + 1)),
+            ]
         if not fence:
             rt.storage.batch(ops)
         elif not rt.storage.conditional_batch(fence, ops):
             rt.fence.on_lost_commit(timers[0][0].partition)
 
 
-def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:
-    """Act on a workflow's due timers: close its children, purge it, time it out, activate a
-    delayed start, or wake it (in that order)."""
+class _Actions:
+    """What timer handlers do (``timers.TimerActions``), carried out on this engine."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def close_children(self, workflow_id: str) -> None:
+        control.close_children(self._rt, workflow_id)
+
+    def purge_when_due(self, workflow_id: str) -> str:
+        return retention.purge(self._rt, workflow_id, when_due=True)
+
+    def time_out(self, workflow_id: str) -> bool:
+        return control.time_out(self._rt, workflow_id)
+
+    def activate_delayed(self, workflow_id: str) -> bool:
+        return control.activate_delayed(self._rt, workflow_id)
+
+
+def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:
+    """Act on a workflow's due timers: each kind's handler in table order (``timers.KINDS``),
+    then one drive for the kinds that wake it. Unknown kinds only wake."""
+    actions = _Actions(rt)
+    wake: list[str] = []
     try:
-        if CLOSE_CHILDREN in kinds:
-            control.close_children(rt, workflow_id)
-        if RETENTION in kinds:
-            purged = retention.purge(rt, workflow_id, when_due=True)
-            if purged == "raced":
-                return "error"
-            if purged in ("purged", "kept"):
-                return COLLECT
-            kinds = kinds - {RETENTION}  # retried since it ended: its next end sets a new one
-            if not kinds:
-                return COLLECT
-        if DEADLINE in kinds and control.time_out(rt, workflow_id):
-            return "timed-out"
-        if DELAYED_START in kinds:
-            control.activate_delayed(rt, workflow_id)
+        for kind in firing_order(names):
+            if isinstance(kind, str):
+                wake.append(kind)
+                continue
+            if kind.fire is not None:
+                ended = kind.fire(actions, workflow_id)
+                if ended is not None:
+                    return ended
+            if kind.wakes:
+                wake.append(kind.name)
     except WorkflowNotFoundError:
         return COLLECT
     except UnsupportedSchemaVersionError as exc:
@@ -154,10 +171,9 @@ def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]
     except WeftError as exc:
         logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
         return "error"
-    wake = sorted(kinds - {DEADLINE, CLOSE_CHILDREN})
     if not wake:
         return COLLECT
-    return dispatcher.run(workflow_id, "+".join(wake))
+    return dispatcher.run(workflow_id, "+".join(sorted(wake)))
 
 
 def delete_fired(rt: Runtime, timers: list[Key]) -> None:

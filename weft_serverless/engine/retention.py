@@ -17,13 +17,12 @@ from typing import Literal
 from weft_serverless.commands import parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.base import Condition, Delete, Key, Op
 
-from .commit import timer_value
+from . import timers
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
-RETENTION = "retention"
 PurgeOutcome = Literal["purged", "not-finished", "kept", "raced"]
 
 
@@ -54,8 +53,7 @@ def retention_timer(rt: Runtime, workflow_id: str, status: str, now: float) -> l
     window = rt.retention.get(status)
     if window is None:
         return []
-    timer = keys.timer_key(now + window, workflow_id, RETENTION)
-    return [Put(timer, timer_value(workflow_id, RETENTION))]
+    return [timers.arm(timers.RETENTION, workflow_id, now + window)]
 
 
 def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutcome:

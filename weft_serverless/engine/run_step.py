@@ -25,6 +25,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
 
+from . import timers
 from .activities import AttemptResult, run_attempt
 from .commit import commit
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record
@@ -81,8 +82,8 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
                 keys.attempt_key(workflow_id, slot, number),
                 failure,
                 due,
-                "retry",
-                f"r{slot}#{number}",
+                timers.RETRY,
+                f"{slot}#{number}",
                 also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
                 if number > ATTEMPT_HISTORY
                 else [],

@@ -19,7 +19,7 @@ from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, chec
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
-from .commit import timer_ref, timer_value
+from . import timers
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
@@ -37,11 +37,11 @@ def delivery_ops(
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"
-    timer = keys.timer_key(now, workflow_id, "g" + seq)
-    record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
+    timer = timers.timer_key(timers.SIGNAL, workflow_id, now, seq)
+    record = {"v": encoded, "id": signal_id, "at": now, "timer": timers.timer_ref(timer)}
     ops: list[Op] = [
         Put(keys.signal_key(workflow_id, name, seq), encode(record)),
-        Put(timer, timer_value(workflow_id, "signal")),
+        Put(timer, timers.timer_value(workflow_id, timers.SIGNAL)),
     ]
     if signal_id is not None:
         dedup = encode({"seq": seq, "name": name})

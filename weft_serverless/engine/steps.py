@@ -36,22 +36,20 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import lifecycle, wakeups
+from . import lifecycle, timers, wakeups
 from .commit import (
     LostCommit,
     commit,
     commit_cleanup,
     commit_step,
     decode_value,
-    stale_timer_deletes,
-    timer_ref,
-    timer_value,
 )
 from .outcomes import Done, Outcome, RaiseAtYield, error_from_record, error_to_record
 from .ownership import Fragment
 from .records import History, error_record
 from .run_step import advance_run
 from .runtime import Runtime, logger
+from .timers import TimerKind, stale_timer_deletes, timer_ref, timer_value
 
 _deferrals = itertools.count()
 
@@ -148,13 +146,13 @@ class StepRunner:
         record_key: Key,
         record: dict[str, Any],
         due: float,
-        kind: str,
-        tag: str,
+        kind: TimerKind,
+        suffix: str,
         also: Sequence[Op] = (),
     ) -> dict[str, Any]:
         """Commit a pending fact together with the timer that will wake the workflow (and
         ``also``, in the same batch)."""
-        timer = keys.timer_key(due, self.workflow_id, tag)
+        timer = timers.timer_key(kind, self.workflow_id, due, suffix)
         stored = {**record, "sig": self._signature, "due": due, "timer": timer_ref(timer)}
         self.commit_parking(
             [Condition(record_key, None)],
@@ -183,25 +181,24 @@ class StepRunner:
         """Too little time left to start this step: park behind a timer that is due now."""
         now = self.rt.now()
         deferral = keys.counter(next(_deferrals), 8)
-        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
-        timer = keys.timer_key(now, self.workflow_id, tag)
-        self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        suffix = f"{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
+        self.commit_parking([], [timers.arm(timers.BUDGET, self.workflow_id, now, suffix)])
         self.rt.metrics.incr("steps_deferred_for_budget")
 
-    def _timer_due(self, slot: str, seconds: float, kind: str, tag: str) -> bool:
+    def _timer_due(self, slot: str, seconds: float, kind: TimerKind) -> bool:
         """Whether the step's timer has fallen due; the first call parks it durably."""
         pending = self.history.pending.get(slot)
         if pending is None:
             if seconds <= 0:
                 return True
             key = keys.pending_key(self.workflow_id, slot)
-            pending = self.park(key, {}, self.rt.now() + seconds, kind, tag + slot)
+            pending = self.park(key, {}, self.rt.now() + seconds, kind, slot)
             self.history.pending[slot] = pending
         due: float = pending["due"]
         return keys.is_due(self.rt.now(), due)
 
     def _sleep(self, cmd: Sleep, slot: str) -> Done | None:
-        if self._timer_due(slot, cmd.seconds, "sleep", "s"):
+        if self._timer_due(slot, cmd.seconds, timers.SLEEP):
             return Done(Outcome(None), {})
         return None
 
@@ -224,7 +221,7 @@ class StepRunner:
                 after_commit=after_commit,
             )
         self.awaiting.add(cmd.name)
-        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "timeout", "w"):
+        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, timers.SIGNAL_TIMEOUT):
             return Done(Outcome(None), {})
         return None
 
@@ -382,7 +379,7 @@ class StepRunner:
             raise RaiseAtYield(exc) from None
         if holds:
             return self.finish(slot, Outcome(True), {"v": encode(True)})
-        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, "wait-condition", "u"):
+        if cmd.timeout is not None and self._timer_due(slot, cmd.timeout, timers.CONDITION_TIMEOUT):
             return Done(Outcome(False), {"v": encode(False)})
         return None
 
