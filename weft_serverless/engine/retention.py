@@ -19,7 +19,6 @@ from weft_serverless.errors import ConfigurationError, InvalidArgumentError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
-from . import timers
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
@@ -46,14 +45,6 @@ def parse_retention(retention: Mapping[str, object] | None) -> dict[str, float]:
             raise ConfigurationError(f"retention[{status!r}] must be > 0 seconds")
         windows[status] = seconds
     return windows
-
-
-def retention_timer(rt: Runtime, workflow_id: str, status: str, now: float) -> list[Op]:
-    """The timer a terminal batch carries when ``status`` has a retention window."""
-    window = rt.retention.get(status)
-    if window is None:
-        return []
-    return [timers.arm(timers.RETENTION, workflow_id, now + window)]
 
 
 def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutcome:
