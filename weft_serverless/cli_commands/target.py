@@ -165,16 +165,6 @@ def reader_engine(storage: Storage, engine_id: str) -> Engine:
     """An engine that only reads: no marker check, no claim, and any write it tries fails."""
     from weft_serverless.engine.engine import Engine
     from weft_serverless.engine.ownership import ReadOnly
-    from weft_serverless.engine.runtime import Runtime, payload_limit, wall_clock
+    from weft_serverless.engine.runtime import assemble
 
-    rt = Runtime(
-        storage=storage,
-        definitions={},
-        activity_overrides={},
-        clock=wall_clock,
-        background_tasks="manual",
-        max_payload_bytes=payload_limit(storage, None),
-        engine_id=engine_id,
-    )
-    rt.fence = ReadOnly(rt)
-    return Engine(rt)
+    return Engine(assemble(storage, {}, ownership=ReadOnly, engine_id=engine_id))

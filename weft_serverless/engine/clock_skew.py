@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from weft_serverless.errors import ClockSkewDetected, ConfigurationError
 from weft_serverless.storage.base import Storage
 
-from .ownership import warn
-from .runtime import Metrics, logger
+from .telemetry import Metrics, logger, warn
 
 DEFAULT_MAX_CLOCK_SKEW = 5.0
 """Used when the ownership mode has no renew interval to default to."""

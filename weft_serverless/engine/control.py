@@ -88,8 +88,7 @@ def _transition(
             return state, new
         if claiming:
             rt.fence.forget_start(workflow_id)
-        if rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
+        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
     raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
 
 

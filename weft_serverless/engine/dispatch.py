@@ -17,7 +17,8 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 
 from .commit import LostCommit
 from .ownership import EngineDeposedError
-from .runtime import Runtime, logger, skip_unsupported
+from .runtime import Runtime, logger
+from .telemetry import skip_unsupported
 
 _LOST_COMMIT_RETRIES = 3
 
@@ -127,7 +128,7 @@ class Dispatcher:
             except UnsupportedSchemaVersionError as exc:
                 if not swallow_errors:
                     raise
-                skip_unsupported(self._rt, exc)
+                skip_unsupported(self._rt.metrics, exc)
                 return "error"
             except WeftError as exc:
                 if not swallow_errors:

@@ -28,17 +28,15 @@ from . import control, interactions, lifecycle, listing, signals
 from . import retention as retention_mod
 from .arguments import Duration, check_id, check_registry, start_time
 from .background import BackgroundDriver
-from .clock_skew import ClockGuard, clock_skew_limit
+from .clock_skew import clock_skew_limit
 from .dispatch import Dispatcher
 from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
-from .maintenance import Budget, MaintenanceReport, run_maintenance
-from .ownership import Mode, Ownership, Timing
+from .maintenance import MaintenanceReport, run_maintenance
+from .ownership import Mode, Timing, mode_factory
 from .records import RUNNING, STATUSES, SUSPENDED, WorkflowState, failed_attempts, load_history
-from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
-from .store_lease import StoreLease
-from .workflow_lease import WorkflowLease
+from .runtime import BackgroundTasks, Budget, Runtime, assemble, logger, wall_clock
 
 
 class Engine:
@@ -106,24 +104,19 @@ class Engine:
             claim_timing.check("workflow claim")
         if max_payload_bytes is not None and max_payload_bytes <= 0:
             raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
-        rt = Runtime(
-            storage=storage,
-            definitions=dict(workflows),
-            activity_overrides=activities if activities is not None else {},
+        timing = {"lease": lease_timing, "workflow-lease": claim_timing}.get(ownership)
+        renew = None if timing is None else timing.renew_interval
+        rt = assemble(
+            storage,
+            dict(workflows),
+            ownership=mode_factory(ownership, lease_timing, claim_timing, lease_wait_timeout),
             clock=clock or wall_clock,
+            activity_overrides=activities,
             background_tasks=background_tasks,
-            max_payload_bytes=payload_limit(storage, max_payload_bytes),
+            max_payload_bytes=max_payload_bytes,
             engine_id=engine_id or uuid.uuid4().hex,
             retention=retention_mod.parse_retention(retention),
-        )
-        if ownership == "lease":
-            rt.fence = StoreLease(rt, lease_timing, lease_wait_timeout)
-        elif ownership == "workflow-lease":
-            rt.fence = WorkflowLease(rt, claim_timing)
-        else:
-            rt.fence = Ownership(rt)
-        rt.clock_guard = ClockGuard(
-            storage, rt.metrics, clock_skew_limit(max_clock_skew, rt.fence.renew_interval)
+            clock_skew=clock_skew_limit(max_clock_skew, renew),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -419,7 +412,7 @@ class Engine:
         if not self._rt.closed:
             self._rt.fence.close()
         self._rt.parked.clear()
-        self._rt.closed = True
+        self._rt.shutdown.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -476,8 +469,7 @@ class Engine:
 
     def _settle(self) -> None:
         """Close the children of runs that ended here (parent close policies)."""
-        while self._rt.closed_runs:
-            parent = self._rt.closed_runs.pop()
+        for parent in self._rt.closed_runs.drain():
             try:
                 control.close_children(self._rt, parent)
             except WeftError as exc:

@@ -104,8 +104,7 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
             rt.parked.discard(state.id)  # a new run: nothing kept under its id is its own
             return state.id
         rt.fence.forget_start(state.id)
-        if rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(state.id)  # raises if this engine lost the store-wide lease
+        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
         if state.idempotency_key is not None:
             existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
             if existing is not None:

@@ -11,8 +11,6 @@ which is safe because every step commit is conditional.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +21,8 @@ from weft_serverless.storage.base import Delete, Key, Op, Put
 
 from . import control, retention
 from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
-from .runtime import Runtime, logger, skip_unsupported
+from .runtime import Budget, Runtime, logger
+from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
 
 MAX_TIMERS_PER_PASS = 1000
@@ -47,17 +46,6 @@ class MaintenanceReport:
         return asdict(self)
 
 
-@dataclass(slots=True)
-class Budget:
-    """A wall-clock allowance for one pass; every part checks it before starting more work."""
-
-    deadline: float | None = None
-    monotonic: Callable[[], float] = time.monotonic
-
-    def exhausted(self) -> bool:
-        return self.deadline is not None and self.monotonic() >= self.deadline
-
-
 def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
 ) -> None:
@@ -71,7 +59,7 @@ def fire_due_timers(
             try:
                 timer = decode_record(value, f"timer {sort!r} in {partition!r}")
             except UnsupportedSchemaVersionError as exc:
-                skip_unsupported(rt, exc)
+                skip_unsupported(rt.metrics, exc)
                 continue
             entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
             due.setdefault(timer["wf"], []).append(entry)
@@ -166,7 +154,7 @@ def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]
     except WorkflowNotFoundError:
         return COLLECT
     except UnsupportedSchemaVersionError as exc:
-        skip_unsupported(rt, exc)
+        skip_unsupported(rt.metrics, exc)
         return "error"
     except WeftError as exc:
         logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
@@ -202,9 +190,9 @@ def run_maintenance(
     rt: Runtime, dispatcher: Dispatcher, now: float | None, budget: Budget
 ) -> MaintenanceReport:
     moment = rt.clock() if now is None else now
-    rt.time_floor = max(rt.time_floor, moment)
+    rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
-    rt.fence.maintain(report, budget, dispatcher)
+    report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
     if not budget.exhausted():
         fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
     else:

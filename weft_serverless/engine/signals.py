@@ -65,8 +65,8 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
         conditions.append(Condition(keys.signal_id_key(workflow_id, signal_id), None))
     if conditions:
         delivered = rt.storage.conditional_batch(conditions, ops)
-        if not delivered and rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
+        if not delivered:
+            rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
         return delivered
     rt.storage.batch(ops)
     return True

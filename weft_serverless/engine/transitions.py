@@ -78,7 +78,7 @@ def move(
 def ended(rt: Runtime, workflow_id: str, closing: bool) -> None:
     """A terminal batch from ``move`` committed: note a run that left children to close."""
     if closing:
-        rt.closed_runs.append(workflow_id)
+        rt.closed_runs.notify(workflow_id)
 
 
 def _parent_notice(
