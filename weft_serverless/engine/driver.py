@@ -32,12 +32,17 @@ from weft_serverless.workflow import WorkflowDefinition
 
 from . import transitions, updates
 from .commit import commit
-from .dispatch import RETAIN
 from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps import StepRunner
+
+# What a drive reports: a workflow status, or an ownership verdict when it did not drive.
+RETAIN = "retain"
+COLLECT = "collect"
+BUSY = "busy"
+DEPOSED = "deposed"
 
 
 @dataclass(slots=True)

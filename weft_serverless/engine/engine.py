@@ -30,7 +30,6 @@ from .arguments import Duration, check_id, check_registry, start_time
 from .background import BackgroundDriver
 from .clock_skew import clock_skew_limit
 from .dispatch import Dispatcher
-from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
 from .maintenance import MaintenanceReport, run_maintenance
@@ -44,7 +43,7 @@ class Engine:
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
-        self._dispatcher = Dispatcher(rt, self._drive)
+        self._dispatcher = Dispatcher(rt)
         self._background: BackgroundDriver | None = None
 
     @classmethod
@@ -434,21 +433,6 @@ class Engine:
         pause = 0.2 if remaining is None else max(0.0, min(remaining, 0.2))
         with self._rt.terminal_changed:
             self._rt.terminal_changed.wait(pause)
-
-    def _drive(self, workflow_id: str, kind: str) -> str:
-        """Drive one workflow if this engine may (ownership verdict first)."""
-        verdict = self._rt.fence.prepare_wake(workflow_id, kind, explicit=kind == "resume")
-        if verdict != "drive":
-            return verdict
-        request = DriveRequest()
-        status: str | None = "error"
-        try:
-            status = drive(self._rt, workflow_id, self._dispatcher.enqueue, request)
-        finally:
-            self._rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
-            with self._rt.terminal_changed:
-                self._rt.terminal_changed.notify_all()
-        return status or "gone"
 
     def _wake(self, workflow_id: str, kind: str = "wake") -> None:
         """Drive what a committed call made drivable (inline in manual mode).

@@ -20,7 +20,8 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
 
 from . import control, retention
-from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
+from .dispatch import Dispatcher
+from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
 from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
