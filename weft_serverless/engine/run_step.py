@@ -44,7 +44,7 @@ def advance_run(runner: StepRunner, cmd: Run, slot: str) -> Done | None:
         raise RaiseAtYield(exc) from None
     activity = rt.activity(runner.definition, cmd.activity)
     # Read without inserting: an entry per step would make every later step's scan for
-    # stale timers (commit.stale_timer_deletes) longer, i.e. a run's cost quadratic.
+    # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[dict[str, Any]] = runner.history.attempts.get(slot, [])
     while True:
         if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
