@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 
 from .dispatch import Dispatcher
-from .maintenance import Budget, run_maintenance
-from .runtime import Runtime, logger
+from .maintenance import run_maintenance
+from .runtime import Budget, Runtime, logger
 
 POLL_INTERVAL = 1.0
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from weft_serverless.errors import ClockSkewDetected
 from weft_serverless.storage.base import Storage
 
-from .ownership import warn
-from .runtime import Metrics, logger
+from .telemetry import Metrics, logger, warn
 
 
 @dataclass(frozen=True, slots=True)

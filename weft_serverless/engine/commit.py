@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from weft_serverless.codec import decode, encode
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Key, Op
+from weft_serverless.codec import decode
+from weft_serverless.storage.base import Condition, Op
 
 from .ownership import merge_conditions
-from .records import History
 from .runtime import Runtime
 
 
@@ -73,42 +71,6 @@ def commit_cleanup(rt: Runtime, workflow_id: str, chunks: Sequence[Sequence[Op]]
     """Apply the cleanup chunks ``commit_step`` left over, each fenced like any write."""
     for chunk in chunks:
         commit(rt, workflow_id, [], chunk)
-
-
-def timer_value(workflow_id: str, kind: str, *, retained: int = 0) -> bytes:
-    """A timer's value; ``retained`` counts the passes that had to leave it (its backoff)."""
-    if retained:
-        return encode({"wf": workflow_id, "kind": kind, "n": retained})
-    return encode({"wf": workflow_id, "kind": kind})
-
-
-def timer_ref(key: Key) -> list[str]:
-    return [key.partition, key.sort]
-
-
-def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
-    """Deletes for timers of ``slot`` (and its branches) that have not fallen due yet.
-
-    Timers already due are left to the maintenance pass that fires them, which deletes
-    them after driving; deleting here too would only add write cost.
-    """
-    ops: list[Op] = []
-    prefix = slot + "."
-    for pend_slot, record in history.pending.items():
-        if pend_slot == slot or pend_slot.startswith(prefix):
-            ops.extend(_future_timer(record, now))
-    for att_slot, records in history.attempts.items():
-        if (att_slot == slot or att_slot.startswith(prefix)) and records:
-            ops.extend(_future_timer(records[-1], now))
-    return ops
-
-
-def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
-    ref = record.get("timer")
-    due = record.get("due")
-    if not ref or due is None or keys.is_due(now, due):
-        return []
-    return [Delete(Key(ref[0], ref[1]))]
 
 
 def decode_value(record: dict[str, Any]) -> Any:

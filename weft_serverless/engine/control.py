@@ -20,9 +20,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import wakeups
-from .commit import timer_value
-from .lifecycle import DELAYED_START, close_children_timer, open_children, transition_ops
+from . import timers, transitions, wakeups
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -36,7 +34,6 @@ from .records import (
     error_record,
     load_history,
 )
-from .retention import retention_timer
 from .runtime import Runtime
 
 _ATTEMPTS = 10
@@ -69,12 +66,10 @@ def _transition(
             return state, None
         target = to_status if isinstance(to_status, str) else to_status(state)
         new_fields = fields(state) if fields else None
-        new, ops = transition_ops(state, target, rt.now(), None, error, new_fields)
         closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))
-        if closing:
-            ops.append(close_children_timer(workflow_id, rt.now()))
-        if target in TERMINAL:
-            ops += retention_timer(rt, workflow_id, target, rt.now())
+        new, ops = transitions.move(
+            rt, state, target, error=error, extra=new_fields, closing=closing
+        )
         claiming = not rotate and target == RUNNING
         if rotate:
             fragment = rt.fence.rotate_fragment(workflow_id)
@@ -89,13 +84,11 @@ def _transition(
                 rt.fence.claim_landed(workflow_id)
             if target in TERMINAL:
                 rt.parked.discard(workflow_id)  # ended from outside: its finally runs now
-            if closing:
-                rt.closed_runs.append(workflow_id)
+            transitions.ended(rt, workflow_id, closing)
             return state, new
         if claiming:
             rt.fence.forget_start(workflow_id)
-        if rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
+        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
     raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
 
 
@@ -184,11 +177,10 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         top = slot.split(".", 1)[0].split("@", 1)[0]
         if top in history.ops or not record.get("timer"):
             continue
-        ops.append(Put(Key(*record["timer"]), timer_value(state.id, "resume")))
+        ops.append(Put(Key(*record["timer"]), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
-        timer = keys.timer_key(start_at, state.id, DELAYED_START)
-        ops.append(Put(timer, timer_value(state.id, DELAYED_START)))
+        ops.append(timers.arm(timers.DELAYED_START, state.id, start_at))
     return ops
 
 
@@ -264,7 +256,7 @@ def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
         sort[len(keys.PENDING_PREFIX) :]: decode_record(value, f"record {sort!r} of {partition!r}")
         for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX)
     }
-    return open_children(pending, finished)
+    return transitions.open_children(pending, finished)
 
 
 def close_children(rt: Runtime, workflow_id: str) -> int:

@@ -15,23 +15,16 @@ from contextlib import contextmanager
 
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowBusyError
 
-from .commit import LostCommit
+from .drive import KeptLosing, guarded_drive, retry_lost_commits
+from .driver import BUSY, DEPOSED, DriveRequest
 from .ownership import EngineDeposedError
-from .runtime import Runtime, logger, skip_unsupported
-
-_LOST_COMMIT_RETRIES = 3
-
-# What a drive reports: a workflow status, or an ownership verdict when it did not drive.
-RETAIN = "retain"
-COLLECT = "collect"
-BUSY = "busy"
-DEPOSED = "deposed"
+from .runtime import Runtime, logger
+from .telemetry import skip_unsupported
 
 
 class Dispatcher:
-    def __init__(self, rt: Runtime, drive: Callable[[str, str], str]) -> None:
+    def __init__(self, rt: Runtime) -> None:
         self._rt = rt
-        self._drive = drive
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)
         self._queue: deque[tuple[str, str]] = deque()
@@ -115,27 +108,31 @@ class Dispatcher:
                 self._queue.append((workflow_id, kind))
 
     def _drive_with_retries(self, workflow_id: str, kind: str, swallow_errors: bool) -> str:
-        for _ in range(_LOST_COMMIT_RETRIES):
-            try:
-                return self._drive(workflow_id, kind)
-            except EngineDeposedError:
-                self._rt.fence.deposed(workflow_id)
-                return DEPOSED
-            except LostCommit:
-                logger.info("workflow %s: another writer committed first; re-reading", workflow_id)
-                kind = "retry"
-            except UnsupportedSchemaVersionError as exc:
-                if not swallow_errors:
-                    raise
-                skip_unsupported(self._rt, exc)
-                return "error"
-            except WeftError as exc:
-                if not swallow_errors:
-                    raise
-                logger.warning(
-                    "workflow %s could not be driven now (a later pass drives it): %s",
-                    workflow_id,
-                    exc,
-                )
-                return "error"
-        return BUSY
+        def attempt(why: str) -> str:
+            request = DriveRequest()
+            explicit = why == "resume"
+            return guarded_drive(
+                self._rt, workflow_id, why, request, self.enqueue, explicit=explicit
+            )
+
+        try:
+            return retry_lost_commits(workflow_id, kind, attempt)
+        except KeptLosing:
+            return BUSY
+        except EngineDeposedError:
+            self._rt.fence.deposed(workflow_id)
+            return DEPOSED
+        except UnsupportedSchemaVersionError as exc:
+            if not swallow_errors:
+                raise
+            skip_unsupported(self._rt.metrics, exc)
+            return "error"
+        except WeftError as exc:
+            if not swallow_errors:
+                raise
+            logger.warning(
+                "workflow %s could not be driven now (a later pass drives it): %s",
+                workflow_id,
+                exc,
+            )
+            return "error"

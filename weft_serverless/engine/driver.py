@@ -30,14 +30,19 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import lifecycle, updates
+from . import transitions, updates
 from .commit import commit
-from .dispatch import RETAIN
 from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps.runner import StepRunner
+
+# What a drive reports: a workflow status, or an ownership verdict when it did not drive.
+RETAIN = "retain"
+COLLECT = "collect"
+BUSY = "busy"
+DEPOSED = "deposed"
 
 
 @dataclass(slots=True)
@@ -252,7 +257,7 @@ class _Run:
             return self.history.state.status
         try:
             result = self.rt.encode_payload(value, "workflow result")
-            lifecycle.finish(self.rt, self.history, COMPLETED, result, None)
+            transitions.finish(self.rt, self.history, COMPLETED, result, None)
         except (CodecError, PayloadTooLargeError, StorageLimitError) as exc:
             return self._fail(exc)
         _wake_parent(self.history, self.runner.enqueue)
@@ -280,7 +285,7 @@ def _not_a_command(value: Any) -> InvalidArgumentError:
 
 def _fail(rt: Runtime, history: History, exc: BaseException) -> str:
     error = error_record("workflow", type(exc).__name__, str(exc))
-    lifecycle.finish(rt, history, FAILED, None, error)
+    transitions.finish(rt, history, FAILED, None, error)
     logger.info("workflow %s failed: %s: %s", history.state.id, type(exc).__name__, exc)
     return FAILED
 

@@ -25,7 +25,6 @@ from weft_serverless.workflow import WorkflowDefinition
 from . import control, handle, interactions, lifecycle, listing, signals, starts
 from . import retention as retention_mod
 from .background import BackgroundDriver
-from .clock_skew import ClockGuard
 from .config import (
     Duration,
     check_engine_options,
@@ -36,15 +35,20 @@ from .config import (
     parse_retention,
 )
 from .dispatch import Dispatcher
-from .driver import DriveRequest, drive
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
-from .maintenance import MAX_TIMERS_PER_PASS, Budget, MaintenanceReport, run_maintenance
-from .ownership import Mode, Ownership, Timing
+from .maintenance import MaintenanceReport, run_maintenance
+from .ownership import Mode, Timing, mode_factory
 from .records import RUNNING, STATUSES, SUSPENDED
-from .runtime import BackgroundTasks, Runtime, logger, payload_limit, wall_clock
-from .store_lease import StoreLease
-from .workflow_lease import WorkflowLease
+from .runtime import (
+    MAX_TIMERS_PER_PASS,
+    BackgroundTasks,
+    Budget,
+    Runtime,
+    assemble,
+    logger,
+    wall_clock,
+)
 
 
 class Engine:
@@ -52,7 +56,7 @@ class Engine:
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
-        self._dispatcher = Dispatcher(rt, self._drive)
+        self._dispatcher = Dispatcher(rt)
         self._background: BackgroundDriver | None = None
 
     @classmethod
@@ -92,24 +96,19 @@ class Engine:
             claim_timing=claim_timing,
             max_payload_bytes=max_payload_bytes,
         )
-        rt = Runtime(
-            storage=storage,
-            definitions=dict(workflows),
-            activity_overrides=activities if activities is not None else {},
+        timing = {"lease": lease_timing, "workflow-lease": claim_timing}.get(ownership)
+        renew = None if timing is None else timing.renew_interval
+        rt = assemble(
+            storage,
+            dict(workflows),
+            ownership=mode_factory(ownership, lease_timing, claim_timing, lease_wait_timeout),
             clock=clock or wall_clock,
+            activity_overrides=activities,
             background_tasks=background_tasks,
-            max_payload_bytes=payload_limit(storage, max_payload_bytes),
+            max_payload_bytes=max_payload_bytes,
             engine_id=engine_id or uuid.uuid4().hex,
             retention=parse_retention(retention),
-        )
-        if ownership == "lease":
-            rt.fence = StoreLease(rt, lease_timing, lease_wait_timeout)
-        elif ownership == "workflow-lease":
-            rt.fence = WorkflowLease(rt, claim_timing)
-        else:
-            rt.fence = Ownership(rt)
-        rt.clock_guard = ClockGuard(
-            storage, rt.metrics, clock_skew_limit(max_clock_skew, rt.fence.renew_interval)
+            clock_skew=clock_skew_limit(max_clock_skew, renew),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -338,7 +337,7 @@ class Engine:
         if not self._rt.closed:
             self._rt.fence.close()
         self._rt.parked.clear()
-        self._rt.closed = True
+        self._rt.shutdown.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -361,21 +360,6 @@ class Engine:
         with self._rt.terminal_changed:
             self._rt.terminal_changed.wait(pause)
 
-    def _drive(self, workflow_id: str, kind: str) -> str:
-        """Drive one workflow if this engine may (ownership verdict first)."""
-        verdict = self._rt.fence.prepare_wake(workflow_id, kind, explicit=kind == "resume")
-        if verdict != "drive":
-            return verdict
-        request = DriveRequest()
-        status: str | None = "error"
-        try:
-            status = drive(self._rt, workflow_id, self._dispatcher.enqueue, request)
-        finally:
-            self._rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
-            with self._rt.terminal_changed:
-                self._rt.terminal_changed.notify_all()
-        return status or "gone"
-
     def _wake(self, workflow_id: str, kind: str = "wake") -> None:
         """Drive what a committed call made drivable (inline in manual mode).
 
@@ -394,8 +378,7 @@ class Engine:
 
     def _settle(self) -> None:
         """Close the children of runs that ended here (parent close policies)."""
-        while self._rt.closed_runs:
-            parent = self._rt.closed_runs.pop()
+        for parent in self._rt.closed_runs.drain():
             try:
                 control.close_children(self._rt, parent)
             except WeftError as exc:

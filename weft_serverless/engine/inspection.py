@@ -212,19 +212,9 @@ def read_only_engine(storage: Storage, engine_id: str) -> Engine:
     no background work, and any write it tries fails with ``ConfigurationError``."""
     from .engine import Engine
     from .ownership import ReadOnly
-    from .runtime import Runtime, payload_limit, wall_clock
+    from .runtime import assemble
 
-    rt = Runtime(
-        storage=storage,
-        definitions={},
-        activity_overrides={},
-        clock=wall_clock,
-        background_tasks="manual",
-        max_payload_bytes=payload_limit(storage, None),
-        engine_id=engine_id,
-    )
-    rt.fence = ReadOnly(rt)
-    return Engine(rt)
+    return Engine(assemble(storage, {}, ownership=ReadOnly, engine_id=engine_id))
 
 
 # -- the timeline ---------------------------------------------------------------------------

@@ -25,8 +25,9 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
-from .commit import LostCommit, timer_value
+from . import timers
 from .config import check_dedup_id, check_name, check_text
+from .drive import KeptLosing, guarded_drive, retry_lost_commits
 from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
@@ -56,39 +57,44 @@ def send_update(
     encoded = rt.encode_payload(payload, f"payload of update {name!r}")
     update = IncomingUpdate(update_id or uuid.uuid4().hex, name, encoded)
     with dispatcher.exclusive(workflow_id, DEFAULT_UPDATE_WAIT if timeout is None else timeout):
-        for _ in range(3):
-            answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
-            if answered is not None:
-                return decode(decode(answered)["v"])
-            state = _state(rt, workflow_id)
-            if state.status != RUNNING:
-                raise WorkflowNotRunningError(workflow_id, state.status)
-            if rt.fence.needs_claim(workflow_id):
-                _reject_early(rt, workflow_id, update)
-            if rt.fence.prepare_wake(workflow_id, "update", explicit=True) != "drive":
-                # collected: the run left running since it was read; name where it is now
-                raise WorkflowNotRunningError(workflow_id, _state(rt, workflow_id).status)
-            request = DriveRequest(update=update)
-            status: str | None = "error"
-            try:
-                status = drive(rt, workflow_id, dispatcher.enqueue, request)
-            except LostCommit:
-                continue
-            except EngineDeposedError:
-                rt.fence.deposed(workflow_id)
-                if update.applied:
-                    return _landed(workflow_id, update, "this engine lost its claim")
-                raise WorkflowClaimUnavailableError(workflow_id, "another engine") from None
-            except WeftError as exc:
-                if not update.applied:
-                    raise
-                return _landed(workflow_id, update, str(exc))
-            finally:
-                rt.fence.after_drive(workflow_id, status, frozenset(request.awaiting))
-            if update.applied:
-                return update.result
-            raise WorkflowNotRunningError(workflow_id, status or "gone")
-    raise WorkflowClaimUnavailableError(workflow_id, "a racing writer")
+        try:
+            return retry_lost_commits(
+                workflow_id, "update", lambda _: _apply(rt, dispatcher, workflow_id, update)
+            )
+        except KeptLosing:
+            raise WorkflowClaimUnavailableError(workflow_id, "a racing writer") from None
+
+
+def _apply(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, update: IncomingUpdate) -> Any:
+    """One attempt at an update: answered before, or applied by a drive of the run here."""
+    answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
+    if answered is not None:
+        return decode(decode(answered)["v"])
+    state = _state(rt, workflow_id)
+    if state.status != RUNNING:
+        raise WorkflowNotRunningError(workflow_id, state.status)
+    if rt.fence.needs_claim(workflow_id):
+        _reject_early(rt, workflow_id, update)
+    request = DriveRequest(update=update)
+    try:
+        outcome = guarded_drive(
+            rt, workflow_id, "update", request, dispatcher.enqueue, explicit=True
+        )
+    except EngineDeposedError:
+        rt.fence.deposed(workflow_id)
+        if update.applied:
+            return _landed(workflow_id, update, "this engine lost its claim")
+        raise WorkflowClaimUnavailableError(workflow_id, "another engine") from None
+    except WeftError as exc:
+        if not update.applied:
+            raise
+        return _landed(workflow_id, update, str(exc))
+    if outcome == "collect":
+        # the run left running since it was read: name where it is now
+        raise WorkflowNotRunningError(workflow_id, _state(rt, workflow_id).status)
+    if update.applied:
+        return update.result
+    raise WorkflowNotRunningError(workflow_id, outcome)
 
 
 def _landed(workflow_id: str, update: IncomingUpdate, why: str) -> Any:
@@ -179,7 +185,6 @@ def complete_async(
             )
         decode_record(pending, f"the pending activity of workflow {workflow_id!r}")
         now = rt.now()
-        timer = keys.timer_key(now, workflow_id, f"a{slot}#{attempt}")
         conditions = [
             Condition(pending_key, pending),
             Condition(result_key, None),
@@ -187,7 +192,7 @@ def complete_async(
         ]
         ops = [
             Put(result_key, encode({**record, "at": now})),
-            Put(timer, timer_value(workflow_id, "async-activity")),
+            timers.arm(timers.ASYNC_ACTIVITY, workflow_id, now, f"{slot}#{attempt}"),
         ]
         if rt.storage.conditional_batch(conditions, ops):
             return workflow_id

@@ -29,14 +29,13 @@ def invocation_scope(
         def time_left() -> float:
             return fixed - time.monotonic()
 
-    previous = (rt.time_left, rt.step_reserve)
-    rt.time_left, rt.step_reserve = time_left, step_reserve
     beat = Heartbeat(rt) if heartbeat and rt.fence.renew_interval else None
     dying = False
     try:
-        if beat is not None:
-            beat.start()
-        yield
+        with rt.invocation.within(time_left, step_reserve):
+            if beat is not None:
+                beat.start()
+            yield
     except BaseException as exc:
         # A process that is dying (SystemExit, KeyboardInterrupt, a simulated crash)
         # releases nothing: its claims expire and are taken over, as after a real crash.
@@ -45,7 +44,6 @@ def invocation_scope(
     finally:
         if beat is not None:
             beat.stop()
-        rt.time_left, rt.step_reserve = previous
         if not dying:
             released = rt.fence.release_parked()
             rt.metrics.incr("claims_released_at_invocation_end", released)

@@ -1,13 +1,12 @@
-"""Workflow lifecycle writes: start (now or delayed), child start, and terminal transitions.
+"""Starting runs: a start (now or delayed) and a child start, each one atomic batch.
 
-Each transition is one atomic batch that also moves the status index entry and, for an
-awaited child, hands its outcome to the parent's partition with a wake-up timer, so no crash
-can leave a parent waiting for a child that already finished.
+A start writes the state (absent before), its index entry, the idempotency mapping, its
+timers and the ownership claim together; a child start is folded into its parent's step.
+Status changes after that live in ``transitions``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
 from typing import Any
 
 from weft_serverless.codec import decode, encode
@@ -17,18 +16,14 @@ from weft_serverless.errors import (
     WorkflowAlreadyExistsError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
-from . import wakeups
-from .commit import LostCommit, commit, timer_value
+from . import timers, wakeups
+from .commit import LostCommit, commit
 from .ownership import Fragment
-from .records import PENDING, RUNNING, TERMINAL, History, WorkflowState
-from .retention import retention_timer
+from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
-
-DEADLINE = "deadline"
-DELAYED_START = "delayed-start"
-CLOSE_CHILDREN = "close-children"
+from .transitions import index_value
 
 
 def new_state(
@@ -78,7 +73,7 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
         conditions=[Condition(state_key, None)],
         ops=[
             Put(state_key, state.to_bytes()),
-            Put(keys.status_key(state.status, state.id, state.created_at), _index(state)),
+            Put(keys.status_key(state.status, state.id, state.created_at), index_value(state)),
         ],
     )
     if state.idempotency_key is not None:
@@ -86,22 +81,17 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
         fragment.conditions.append(Condition(idem, None))
         fragment.ops.append(Put(idem, encode({"id": state.id})))
     for kind, due in (
-        (DELAYED_START, state.extra.get("start_at")),
-        (DEADLINE, state.extra.get("deadline")),
+        (timers.DELAYED_START, state.extra.get("start_at")),
+        (timers.DEADLINE, state.extra.get("deadline")),
     ):
         if due is not None:
-            timer = keys.timer_key(due, state.id, kind)
-            fragment.ops.append(Put(timer, timer_value(state.id, kind)))
+            fragment.ops.append(timers.arm(kind, state.id, due))
     if state.status == RUNNING:
         fragment.ops += wakeups.arm(state.id, state.created_at)
         fragment.add(rt.fence.start_fragment(state.id, epoch))
     else:
         fragment.add(Fragment(conditions=rt.fence.external_conditions()))
     return fragment
-
-
-def _index(state: WorkflowState) -> bytes:
-    return encode({"type": state.type})
 
 
 def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None = None) -> str:
@@ -114,8 +104,7 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
             rt.parked.discard(state.id)  # a new run: nothing kept under its id is its own
             return state.id
         rt.fence.forget_start(state.id)
-        if rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(state.id)  # raises if this engine lost the store-wide lease
+        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
         if state.idempotency_key is not None:
             existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
             if existing is not None:
@@ -191,123 +180,3 @@ def child_start_epoch(rt: Runtime, parent_id: str, slot: str, child_id: str) -> 
 def _child_of(state: WorkflowState, parent_id: str, slot: str) -> bool:
     parent = state.parent or {}
     return parent.get("id") == parent_id and parent.get("slot") == slot
-
-
-def transition_ops(
-    state: WorkflowState,
-    status: str,
-    now: float,
-    result: bytes | None,
-    error: dict[str, Any] | None,
-    extra: dict[str, Any] | None = None,
-) -> tuple[WorkflowState, list[Op]]:
-    """The new state and the writes moving a workflow to ``status`` (index move included);
-    ``extra`` replaces the state's extra fields when given."""
-    new = WorkflowState(
-        id=state.id,
-        type=state.type,
-        version=state.version,
-        status=status,
-        input=state.input,
-        created_at=state.created_at,
-        updated_at=now,
-        result=result,
-        error=error,
-        parent=state.parent,
-        idempotency_key=state.idempotency_key,
-        extra=state.extra if extra is None else extra,
-    )
-    ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
-    if status != state.status:
-        ops.append(Delete(keys.status_key(state.status, state.id, state.created_at)))
-        ops.append(Put(keys.status_key(status, state.id, state.created_at), _index(state)))
-    if status in TERMINAL and state.parent and state.parent.get("await", True):
-        ops.extend(_parent_notice(state, status, now, result, error))
-    return new, ops
-
-
-def _parent_notice(
-    state: WorkflowState,
-    status: str,
-    now: float,
-    result: bytes | None,
-    error: dict[str, Any] | None,
-) -> list[Op]:
-    assert state.parent is not None
-    parent_id, slot = state.parent["id"], state.parent["slot"]
-    notice: dict[str, Any] = {"child_id": state.id, "status": status, "v": result}
-    if error is not None:
-        notice["type"] = error.get("type", "")
-        notice["message"] = error.get("message", "")
-    elif status != "completed":
-        notice["type"] = "WorkflowCancelledError" if status == "cancelled" else status
-        notice["message"] = f"child workflow {state.id!r} ended {status}"
-    timer = keys.timer_key(now, parent_id, "c" + slot)
-    return [
-        Put(keys.child_result_key(parent_id, slot), encode(notice)),
-        Put(timer, timer_value(parent_id, "child")),
-    ]
-
-
-def finish(
-    rt: Runtime,
-    history: History,
-    status: str,
-    result: bytes | None,
-    error: dict[str, Any] | None,
-) -> WorkflowState:
-    """The workflow's own terminal commit (completed or failed), fenced on its state."""
-    new, ops = transition_ops(history.state, status, rt.now(), result, error)
-    ops = _result_apart_if_too_big(rt, new, ops)
-    closing = bool(open_children(history.pending, history.children))
-    if closing:
-        ops.append(close_children_timer(new.id, rt.now()))
-    ops += retention_timer(rt, new.id, status, rt.now())
-    ops += wakeups.disarm(history)
-    with rt.fence.release_for_terminal(new.id) as release:
-        conditions = [Condition(keys.state_key(new.id), history.state_bytes), *release.conditions]
-        commit(rt, new.id, conditions, ops + release.ops)
-    wakeups.disarmed(history)
-    if status == "completed":
-        rt.metrics.workflows_completed += 1
-    else:
-        rt.metrics.workflows_failed += 1
-    if closing:
-        rt.closed_runs.append(new.id)
-    return new
-
-
-def _result_apart_if_too_big(rt: Runtime, new: WorkflowState, ops: list[Op]) -> list[Op]:
-    """Move the result to its own record when input and result together overflow one value.
-
-    Each payload fits a record on its own (``payload_limit``), but the state record holds
-    the input too: without this a run within the limits could never commit its end.
-    """
-    state_put = ops[0]
-    assert isinstance(state_put, Put) and state_put.key == keys.state_key(new.id)
-    if new.result is None or len(state_put.value) <= rt.storage.capabilities().max_value_bytes:
-        return ops
-    result, new.result, new.result_apart = new.result, None, True
-    return [Put(state_put.key, new.to_bytes()), Put(keys.result_key(new.id), result), *ops[1:]]
-
-
-def open_children(pending: Mapping[str, dict[str, Any]], finished: Container[str]) -> list[str]:
-    """Children a run must cancel when it ends (parent close policies): awaited ones that
-    have not finished, and request-cancel ones. ``pending`` and ``finished`` are keyed by slot."""
-    found = []
-    for slot, record in pending.items():
-        child_id, policy = record.get("child_id"), record.get("policy", "await")
-        if child_id is None or policy == "abandon":
-            continue
-        if policy == "await" and slot in finished:
-            continue
-        found.append(child_id)
-    return found
-
-
-def close_children_timer(workflow_id: str, now: float) -> Put:
-    """Due at once: the maintenance pass cancels the children even if this process dies
-    right after the terminal commit (the inline path usually does it first)."""
-    return Put(
-        keys.timer_key(now, workflow_id, CLOSE_CHILDREN), timer_value(workflow_id, CLOSE_CHILDREN)
-    )

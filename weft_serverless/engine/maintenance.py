@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,13 +26,12 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from . import control, retention
-from .commit import timer_value
-from .dispatch import BUSY, COLLECT, DEPOSED, RETAIN, Dispatcher
-from .lifecycle import CLOSE_CHILDREN, DEADLINE, DELAYED_START
-from .retention import RETENTION
-from .runtime import Runtime, logger, skip_unsupported
+from .dispatch import Dispatcher
+from .driver import BUSY, COLLECT, DEPOSED, RETAIN
+from .runtime import Budget, Runtime, logger
+from .telemetry import skip_unsupported
+from .timers import firing_order, timer_value
 
-MAX_TIMERS_PER_PASS = 1000
 RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
 MAX_RETAIN_BACKOFF = 3600.0
 
@@ -54,22 +52,6 @@ class MaintenanceReport:
         return asdict(self)
 
 
-@dataclass(slots=True)
-class Budget:
-    """A wall-clock allowance for one pass; every part checks it before starting more work.
-
-    ``max_timers`` caps how many due timers the pass reads: what one pass does stays bounded
-    however large a backlog is, and the next pass reads on.
-    """
-
-    deadline: float | None = None
-    monotonic: Callable[[], float] = time.monotonic
-    max_timers: int = MAX_TIMERS_PER_PASS
-
-    def exhausted(self) -> bool:
-        return self.deadline is not None and self.monotonic() >= self.deadline
-
-
 def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
 ) -> None:
@@ -81,7 +63,7 @@ def fire_due_timers(
         try:
             timer = decode_record(value, f"timer {sort!r} in {partition!r}")
         except UnsupportedSchemaVersionError as exc:
-            skip_unsupported(rt, exc)
+            skip_unsupported(rt.metrics, exc)
             continue
         entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
         due.setdefault(timer["wf"], []).append(entry)
@@ -164,37 +146,52 @@ def _write_moves(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
         rt.fence.on_lost_commit(ops[0].key.partition)
 
 
-def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, kinds: set[str]) -> str:
-    """Act on a workflow's due timers: close its children, purge it, time it out, activate a
-    delayed start, or wake it (in that order)."""
+class _Actions:
+    """What timer handlers do (``timers.TimerActions``), carried out on this engine."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def close_children(self, workflow_id: str) -> None:
+        control.close_children(self._rt, workflow_id)
+
+    def purge_when_due(self, workflow_id: str) -> str:
+        return retention.purge(self._rt, workflow_id, when_due=True)
+
+    def time_out(self, workflow_id: str) -> bool:
+        return control.time_out(self._rt, workflow_id)
+
+    def activate_delayed(self, workflow_id: str) -> bool:
+        return control.activate_delayed(self._rt, workflow_id)
+
+
+def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:
+    """Act on a workflow's due timers: each kind's handler in table order (``timers.KINDS``),
+    then one drive for the kinds that wake it. Unknown kinds only wake."""
+    actions = _Actions(rt)
+    wake: list[str] = []
     try:
-        if CLOSE_CHILDREN in kinds:
-            control.close_children(rt, workflow_id)
-        if RETENTION in kinds:
-            purged = retention.purge(rt, workflow_id, when_due=True)
-            if purged == "raced":
-                return "error"
-            if purged in ("purged", "kept"):
-                return COLLECT
-            kinds = kinds - {RETENTION}  # retried since it ended: its next end sets a new one
-            if not kinds:
-                return COLLECT
-        if DEADLINE in kinds and control.time_out(rt, workflow_id):
-            return "timed-out"
-        if DELAYED_START in kinds:
-            control.activate_delayed(rt, workflow_id)
+        for kind in firing_order(names):
+            if isinstance(kind, str):
+                wake.append(kind)
+                continue
+            if kind.fire is not None:
+                ended = kind.fire(actions, workflow_id)
+                if ended is not None:
+                    return ended
+            if kind.wakes:
+                wake.append(kind.name)
     except WorkflowNotFoundError:
         return COLLECT
     except UnsupportedSchemaVersionError as exc:
-        skip_unsupported(rt, exc)
+        skip_unsupported(rt.metrics, exc)
         return "error"
     except WeftError as exc:
         logger.warning("timer of workflow %s could not fire: %s", workflow_id, exc)
         return "error"
-    wake = sorted(kinds - {DEADLINE, CLOSE_CHILDREN})
     if not wake:
         return COLLECT
-    return dispatcher.run(workflow_id, "+".join(wake))
+    return dispatcher.run(workflow_id, "+".join(sorted(wake)))
 
 
 def delete_fired(rt: Runtime, timers: list[Key]) -> None:
@@ -223,9 +220,9 @@ def run_maintenance(
     rt: Runtime, dispatcher: Dispatcher, now: float | None, budget: Budget
 ) -> MaintenanceReport:
     moment = rt.clock() if now is None else now
-    rt.time_floor = max(rt.time_floor, moment)
+    rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
-    rt.fence.maintain(report, budget, dispatcher)
+    report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
     if not budget.exhausted():
         fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
     else:

@@ -15,23 +15,12 @@ from typing import Literal
 
 from weft_serverless.errors import InvalidArgumentError, WorkflowBusyError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.base import Condition, Delete, Key, Op
 
-from .commit import timer_value
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
-RETENTION = "retention"
 PurgeOutcome = Literal["purged", "not-finished", "kept", "raced"]
-
-
-def retention_timer(rt: Runtime, workflow_id: str, status: str, now: float) -> list[Op]:
-    """The timer a terminal batch carries when ``status`` has a retention window."""
-    window = rt.retention.get(status)
-    if window is None:
-        return []
-    timer = keys.timer_key(now + window, workflow_id, RETENTION)
-    return [Put(timer, timer_value(workflow_id, RETENTION))]
 
 
 def purge_now(rt: Runtime, workflow_id: str) -> None:

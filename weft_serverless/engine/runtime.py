@@ -2,55 +2,154 @@
 
 The ``Engine`` facade holds one ``Runtime`` and hands it to single-concern functions
 (start, drive, commit, maintenance), the way a thin facade should.
+
+``Runtime`` is immutable once built (``assemble``). What changes while the engine runs is
+held by small objects with one writer each, so who changes what is visible in one place:
+
+- ``EngineTime``: engine time; only the maintenance pass moves its floor on.
+- ``InvocationBudget``: time left in a serverless invocation; only the invocation scope
+  sets it, and restores it on exit.
+- ``ClosedRuns``: runs that ended leaving children to close; ``transitions`` notifies it,
+  the facade drains it.
+- ``Shutdown``: whether the engine is closed; set by the facade's ``close`` and by a mode
+  that lost its store-wide fence.
+- ``Budget``: a maintenance pass's wall-clock allowance, one per pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from weft_serverless.codec import encode
-from weft_serverless.errors import PayloadTooLargeError, WeftError
+from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
+from .clock_skew import ClockGuard
+from .ownership import OwnerHost, Ownership
 from .parked_runs import ParkedRuns
-
-if TYPE_CHECKING:
-    from .clock_skew import ClockGuard
-    from .ownership import Ownership
+from .telemetry import Metrics, logger
 
 BackgroundTasks = Literal["manual", "automatic"]
 
-logger = logging.getLogger("weft_serverless.engine")
+__all__ = [
+    "BackgroundTasks",
+    "Budget",
+    "ClosedRuns",
+    "EngineTime",
+    "InvocationBudget",
+    "Metrics",
+    "Runtime",
+    "Shutdown",
+    "assemble",
+    "logger",
+    "payload_limit",
+    "wall_clock",
+]
 
 # Room a record needs around its payload (keys, signature, timestamps, error text).
 _RECORD_OVERHEAD = 8 * 1024
 
 
+MAX_TIMERS_PER_PASS = 1000
+
+
 @dataclass(slots=True)
-class Metrics:
-    """Process-local counters; the Lambda layer flushes them as EMF."""
+class Budget:
+    """A wall-clock allowance for one pass; every part checks it before starting more work.
 
-    steps_committed: int = 0
-    activity_attempts: int = 0
-    activity_retries: int = 0
-    timers_fired: int = 0
-    workflows_completed: int = 0
-    workflows_failed: int = 0
-    lost_commits: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
+    ``max_timers`` caps how many due timers the pass reads: what one pass does stays bounded
+    however large a backlog is, and the next pass reads on.
+    """
 
-    def incr(self, name: str, by: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + by
+    deadline: float | None = None
+    monotonic: Callable[[], float] = time.monotonic
+    max_timers: int = MAX_TIMERS_PER_PASS
+
+    def exhausted(self) -> bool:
+        return self.deadline is not None and self.monotonic() >= self.deadline
 
 
-@dataclass
+class EngineTime:
+    """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._floor = 0.0
+
+    def now(self) -> float:
+        return max(self.clock(), self._floor)
+
+    def hold_at_least(self, moment: float) -> None:
+        """A maintenance pass runs at ``moment``: time never goes back behind it."""
+        self._floor = max(self._floor, moment)
+
+
+class InvocationBudget:
+    """Seconds left in the current serverless invocation (None: no budget); see
+    ``Engine.invocation``, whose scope is the one thing that sets it."""
+
+    def __init__(self) -> None:
+        self.time_left: Callable[[], float] | None = None
+        self.step_reserve = 0.0
+
+    @contextmanager
+    def within(self, time_left: Callable[[], float] | None, step_reserve: float) -> Iterator[None]:
+        """Hold this budget while the block runs; the previous one is back afterwards."""
+        previous = (self.time_left, self.step_reserve)
+        self.time_left, self.step_reserve = time_left, step_reserve
+        try:
+            yield
+        finally:
+            self.time_left, self.step_reserve = previous
+
+    def low_on_time(self, needed: float | None) -> bool:
+        """Whether the budget is too small to start a step needing ``needed`` seconds."""
+        if self.time_left is None:
+            return False
+        return self.time_left() < max(self.step_reserve, needed or 0.0)
+
+
+class ClosedRuns:
+    """Runs that reached a terminal state here leaving children to close: the transition
+    that ended one notifies, and the facade drains them to close their children."""
+
+    def __init__(self) -> None:
+        self._runs: list[str] = []
+        self._lock = threading.Lock()
+
+    def notify(self, workflow_id: str) -> None:
+        with self._lock:
+            self._runs.append(workflow_id)
+
+    def drain(self) -> Iterator[str]:
+        """Each run noted so far and any noted meanwhile, most recent first, once."""
+        while True:
+            with self._lock:
+                if not self._runs:
+                    return
+                workflow_id = self._runs.pop()
+            yield workflow_id
+
+
+class Shutdown:
+    """Whether the engine is closed for good: by ``Engine.close``, or by a mode that lost
+    the fence it writes under (it can never write again)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass(frozen=True, slots=True)
 class Runtime:
     storage: Storage
     definitions: Mapping[str, WorkflowDefinition]
@@ -59,32 +158,36 @@ class Runtime:
     background_tasks: BackgroundTasks
     max_payload_bytes: int
     engine_id: str
+    fence: Ownership
+    clock_guard: ClockGuard
+    metrics: Metrics
+    time: EngineTime
+    shutdown: Shutdown
     # Seconds to keep a finished run, per terminal status (absent: kept forever).
-    retention: dict[str, float] = field(default_factory=dict)
-    fence: Ownership = field(init=False)
-    clock_guard: ClockGuard = field(init=False)
-    metrics: Metrics = field(default_factory=Metrics)
-    time_floor: float = 0.0
-    closed: bool = False
-    # Seconds left in the current invocation (None: no budget); see Engine.invocation.
-    time_left: Callable[[], float] | None = None
-    step_reserve: float = 0.0
-    # Runs that reached a terminal state here; the engine then closes their children.
-    closed_runs: list[str] = field(default_factory=list)
+    retention: Mapping[str, float] = field(default_factory=dict)
+    invocation: InvocationBudget = field(default_factory=InvocationBudget)
+    closed_runs: ClosedRuns = field(default_factory=ClosedRuns)
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
     # Generators of runs this engine parked, reused by its next drive when still current.
     parked: ParkedRuns = field(default_factory=ParkedRuns)
 
+    @property
+    def closed(self) -> bool:
+        return self.shutdown.closed
+
+    @property
+    def time_left(self) -> Callable[[], float] | None:
+        """The current invocation's time left (None outside ``Engine.invocation``)."""
+        return self.invocation.time_left
+
     def now(self) -> float:
         """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""
-        return max(self.clock(), self.time_floor)
+        return self.time.now()
 
     def low_on_time(self, needed: float | None) -> bool:
         """Whether the invocation budget is too small to start a step needing ``needed`` s."""
-        if self.time_left is None:
-            return False
-        return self.time_left() < max(self.step_reserve, needed or 0.0)
+        return self.invocation.low_on_time(needed)
 
     def activity(self, definition: WorkflowDefinition, name: str) -> ActivityDefinition:
         declared = definition.activities[name]
@@ -104,10 +207,51 @@ class Runtime:
         return data
 
 
-def skip_unsupported(rt: Runtime, error: WeftError) -> None:
-    """A background pass leaves a record of an unknown format as it is: warn, count, go on."""
-    rt.metrics.incr("records_skipped_unsupported")
-    logger.warning("skipped a record this engine cannot read: %s", error)
+def assemble(
+    storage: Storage,
+    definitions: Mapping[str, WorkflowDefinition],
+    *,
+    ownership: Callable[[OwnerHost], Ownership],
+    clock: Callable[[], float] = time.time,
+    activity_overrides: Mapping[str, Callable[..., Any]] | None = None,
+    background_tasks: BackgroundTasks = "manual",
+    max_payload_bytes: int | None = None,
+    engine_id: str,
+    retention: Mapping[str, float] | None = None,
+    clock_skew: float | None = None,
+) -> Runtime:
+    """Build a runtime in one go: its parts first, then the ownership mode on them.
+
+    ``max_payload_bytes`` is the configured cap (None: the default, see ``payload_limit``);
+    ``clock_skew`` the checked ``max_clock_skew`` (None: no check). Nothing is read yet:
+    the caller bootstraps the mode.
+    """
+    metrics, engine_time, shutdown = Metrics(), EngineTime(clock), Shutdown()
+    guard = ClockGuard(storage, metrics, clock_skew)
+    host = OwnerHost(
+        storage=storage,
+        engine_id=engine_id,
+        metrics=metrics,
+        now=engine_time.now,
+        clock_guard=guard,
+        workflow_types=definitions,
+        stop=shutdown.close,
+    )
+    return Runtime(
+        storage=storage,
+        definitions=definitions,
+        activity_overrides=activity_overrides if activity_overrides is not None else {},
+        clock=clock,
+        background_tasks=background_tasks,
+        max_payload_bytes=payload_limit(storage, max_payload_bytes),
+        engine_id=engine_id,
+        fence=ownership(host),
+        clock_guard=guard,
+        metrics=metrics,
+        time=engine_time,
+        shutdown=shutdown,
+        retention=dict(retention or {}),
+    )
 
 
 def payload_limit(storage: Storage, configured: int | None) -> int:

@@ -18,7 +18,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
-from .commit import timer_ref, timer_value
+from . import timers
 from .config import check_dedup_id, check_name
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
@@ -37,11 +37,11 @@ def delivery_ops(
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"
-    timer = keys.timer_key(now, workflow_id, "g" + seq)
-    record = {"v": encoded, "id": signal_id, "at": now, "timer": timer_ref(timer)}
+    timer = timers.timer_key(timers.SIGNAL, workflow_id, now, seq)
+    record = {"v": encoded, "id": signal_id, "at": now, "timer": timers.timer_ref(timer)}
     ops: list[Op] = [
         Put(keys.signal_key(workflow_id, name, seq), encode(record)),
-        Put(timer, timer_value(workflow_id, "signal")),
+        Put(timer, timers.timer_value(workflow_id, timers.SIGNAL)),
     ]
     if signal_id is not None:
         dedup = encode({"seq": seq, "name": name})
@@ -65,8 +65,8 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
         conditions.append(Condition(keys.signal_id_key(workflow_id, signal_id), None))
     if conditions:
         delivered = rt.storage.conditional_batch(conditions, ops)
-        if not delivered and rt.fence.mode == "lease":
-            rt.fence.on_lost_commit(workflow_id)  # raises if this engine lost the lease
+        if not delivered:
+            rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
         return delivered
     rt.storage.batch(ops)
     return True

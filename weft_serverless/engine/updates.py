@@ -26,9 +26,10 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
 from . import wakeups
-from .commit import commit, timer_ref
+from .commit import commit
 from .records import History
 from .runtime import Runtime
+from .timers import timer_ref
 from .update_verdicts import validate
 
 

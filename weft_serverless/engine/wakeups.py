@@ -16,17 +16,17 @@ from weft_serverless.codec import encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
 
-from .commit import timer_ref, timer_value
+from . import timers
 from .records import History
+from .timers import timer_ref
 
-WAKE = "wake"
 # Long enough that an inline drive in progress (an activity, a Lambda invocation) is not
 # raced by maintenance in the common case; short enough that a stranded run moves on soon.
 WAKE_GRACE = 60.0
 
 
 def wake_timer(workflow_id: str, now: float) -> Key:
-    return keys.timer_key(now + WAKE_GRACE, workflow_id, WAKE)
+    return timers.timer_key(timers.WAKE, workflow_id, now + WAKE_GRACE)
 
 
 def arm(workflow_id: str, now: float) -> list[Op]:
@@ -34,7 +34,7 @@ def arm(workflow_id: str, now: float) -> list[Op]:
     timer = wake_timer(workflow_id, now)
     return [
         Put(keys.wake_key(workflow_id), encode({"timer": timer_ref(timer)})),
-        Put(timer, timer_value(workflow_id, WAKE)),
+        Put(timer, timers.timer_value(workflow_id, timers.WAKE)),
     ]
 
 

@@ -25,6 +25,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
 
+from .. import timers
 from ..commit import commit
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
 from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
@@ -41,7 +42,7 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
         raise RaiseAtYield(exc) from None
     activity = rt.activity(scope.definition, cmd.activity)
     # Read without inserting: an entry per step would make every later step's scan for
-    # stale timers (commit.stale_timer_deletes) longer, i.e. a run's cost quadratic.
+    # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
     while True:
         if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
@@ -79,8 +80,8 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
                 keys.attempt_key(workflow_id, slot, number),
                 failure,
                 due,
-                "retry",
-                f"r{slot}#{number}",
+                timers.RETRY,
+                f"{slot}#{number}",
                 also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
                 if number > ATTEMPT_HISTORY
                 else [],

@@ -20,15 +20,8 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from .. import wakeups
-from ..commit import (
-    commit,
-    commit_cleanup,
-    commit_step,
-    stale_timer_deletes,
-    timer_ref,
-    timer_value,
-)
+from .. import timers, wakeups
+from ..commit import commit, commit_cleanup, commit_step
 from ..outcomes import Done, Outcome
 from ..records import History
 from ..runtime import Runtime, logger
@@ -95,19 +88,19 @@ class StepScope(ABC):
         record_key: Key,
         record: dict[str, Any],
         due: float,
-        kind: str,
-        tag: str,
+        kind: timers.TimerKind,
+        suffix: str,
         also: Sequence[Op] = (),
     ) -> dict[str, Any]:
         """Commit a pending fact together with the timer that will wake the workflow (and
         ``also``, in the same batch)."""
-        timer = keys.timer_key(due, self.workflow_id, tag)
-        stored = {**record, "sig": self.signature, "due": due, "timer": timer_ref(timer)}
+        timer = timers.timer_key(kind, self.workflow_id, due, suffix)
+        stored = {**record, "sig": self.signature, "due": due, "timer": timers.timer_ref(timer)}
         self.commit_parking(
             [Condition(record_key, None)],
             [
                 Put(record_key, encode(stored)),
-                Put(timer, timer_value(self.workflow_id, kind)),
+                Put(timer, timers.timer_value(self.workflow_id, kind.name)),
                 *also,
             ],
         )
@@ -120,7 +113,7 @@ class StepScope(ABC):
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
-        done.cleanup.extend(stale_timer_deletes(self.history, slot, self.rt.now()))
+        done.cleanup.extend(timers.stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
     def log_warning(self, message: str) -> None:
@@ -130,7 +123,6 @@ class StepScope(ABC):
         """Too little time left to start this step: park behind a timer that is due now."""
         now = self.rt.now()
         deferral = keys.counter(next(_deferrals), 8)
-        tag = f"b{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
-        timer = keys.timer_key(now, self.workflow_id, tag)
-        self.commit_parking([], [Put(timer, timer_value(self.workflow_id, "budget"))])
+        suffix = f"{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
+        self.commit_parking([], [timers.arm(timers.BUDGET, self.workflow_id, now, suffix)])
         self.rt.metrics.incr("steps_deferred_for_budget")

@@ -10,26 +10,26 @@ from weft_serverless.commands import Sleep, WaitForSignal, WaitUntil
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
-from .. import wakeups
+from .. import timers, wakeups
 from ..outcomes import Done, Outcome, RaiseAtYield
 from .scope import StepScope
 
 
-def timer_due(scope: StepScope, slot: str, seconds: float, kind: str, tag: str) -> bool:
+def timer_due(scope: StepScope, slot: str, seconds: float, kind: timers.TimerKind) -> bool:
     """Whether the step's timer has fallen due; the first call parks it durably."""
     pending = scope.history.pending.get(slot)
     if pending is None:
         if seconds <= 0:
             return True
         key = keys.pending_key(scope.workflow_id, slot)
-        pending = scope.park(key, {}, scope.rt.now() + seconds, kind, tag + slot)
+        pending = scope.park(key, {}, scope.rt.now() + seconds, kind, slot)
         scope.history.pending[slot] = pending
     due: float = pending["due"]
     return keys.is_due(scope.rt.now(), due)
 
 
 def sleep(scope: StepScope, cmd: Sleep, slot: str) -> Done | None:
-    if timer_due(scope, slot, cmd.seconds, "sleep", "s"):
+    if timer_due(scope, slot, cmd.seconds, timers.SLEEP):
         return Done(Outcome(None), {})
     return None
 
@@ -54,7 +54,7 @@ def wait_for_signal(scope: StepScope, cmd: WaitForSignal, slot: str) -> Done | N
             after_commit=after_commit,
         )
     scope.awaiting.add(cmd.name)
-    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, "timeout", "w"):
+    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, timers.SIGNAL_TIMEOUT):
         return Done(Outcome(None), {})
     return None
 
@@ -66,6 +66,6 @@ def wait_until(scope: StepScope, cmd: WaitUntil, slot: str) -> Done | None:
         raise RaiseAtYield(exc) from None
     if holds:
         return scope.finish(slot, Outcome(True), {"v": encode(True)})
-    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, "wait-condition", "u"):
+    if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, timers.CONDITION_TIMEOUT):
         return Done(Outcome(False), {"v": encode(False)})
     return None

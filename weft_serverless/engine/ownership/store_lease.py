@@ -11,28 +11,24 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.errors import EngineLeaseLostError, EngineLeaseUnavailableError, StorageError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
 
-from .ownership import (
+from ..telemetry import warn
+from .base import (
+    Drive,
     Fragment,
     Mode,
+    OwnerHost,
     Ownership,
     Timing,
     establish_mode,
     pack_epoch,
     unpack_epoch,
-    warn,
 )
-
-if TYPE_CHECKING:
-    from .dispatch import Dispatcher
-    from .maintenance import Budget, MaintenanceReport
-    from .runtime import Runtime
 
 
 class EngineLeaseLost(RuntimeWarning):
@@ -44,12 +40,12 @@ class StoreLease(Ownership):
 
     def __init__(
         self,
-        rt: Runtime,
+        host: OwnerHost,
         timing: Timing,
         wait_timeout: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(rt)
+        super().__init__(host)
         self.timing = timing
         self.wait_timeout = wait_timeout
         self._sleep = sleep
@@ -66,7 +62,7 @@ class StoreLease(Ownership):
         return self.timing.renew_interval
 
     def bootstrap(self) -> None:
-        establish_mode(self.rt, self.mode)
+        establish_mode(self.host, self.mode)
         deadline = time.monotonic() + self.wait_timeout
         while True:
             held_by = self._try_acquire()
@@ -80,30 +76,30 @@ class StoreLease(Ownership):
 
     def _try_acquire(self) -> dict[str, object] | None:
         epoch_key, holder_key = keys.meta_key(keys.LEASE_EPOCH), keys.meta_key(keys.LEASE_HOLDER)
-        epoch, holder = self.rt.storage.get(epoch_key), self.rt.storage.get(holder_key)
-        now = self.rt.now()
+        epoch, holder = self.host.storage.get(epoch_key), self.host.storage.get(holder_key)
+        now = self.host.now()
         if holder is not None:
             current: dict[str, object] = decode(holder)
             expires = current["expires_at"]
             assert isinstance(expires, float | int)
-            if expires >= now or not self.rt.clock_guard.allows_takeover("the lease", now):
+            if expires >= now or not self.host.clock_guard.allows_takeover("the lease", now):
                 return current
         new_epoch = pack_epoch(unpack_epoch(epoch) + 1)
         new_holder = self._holder(new_epoch, now)
-        ok = self.rt.storage.conditional_batch(
+        ok = self.host.storage.conditional_batch(
             [Condition(epoch_key, epoch), Condition(holder_key, holder)],
             [Put(epoch_key, new_epoch), Put(holder_key, new_holder)],
         )
         if not ok:
             return {"engine_id": "(racing engine)", "expires_at": now}
         self.epoch_bytes, self.holder_bytes, self.renewed_at = new_epoch, new_holder, now
-        self.rt.metrics.incr("lease.acquired")
+        self.host.metrics.incr("lease.acquired")
         return None
 
     def _holder(self, epoch: bytes, now: float) -> bytes:
         return encode(
             {
-                "engine_id": self.rt.engine_id,
+                "engine_id": self.host.engine_id,
                 "epoch": unpack_epoch(epoch),
                 "expires_at": now + self.timing.ttl,
             }
@@ -130,33 +126,37 @@ class StoreLease(Ownership):
         return Fragment(conditions=self._fence())
 
     def on_lost_commit(self, workflow_id: str) -> None:
-        if self.rt.storage.get(keys.meta_key(keys.LEASE_EPOCH)) != self.epoch_bytes:
+        self.check_store_fence()
+
+    def check_store_fence(self) -> None:
+        if self.host.storage.get(keys.meta_key(keys.LEASE_EPOCH)) != self.epoch_bytes:
             self._stop()
 
     def _stop(self) -> None:
         self.lost = True
-        self.rt.closed = True
-        warn(EngineLeaseLost, f"engine {self.rt.engine_id} lost the store-wide lease; stopping")
+        self.host.stop()
+        warn(EngineLeaseLost, f"engine {self.host.engine_id} lost the store-wide lease; stopping")
         raise EngineLeaseLostError("this engine lost the store-wide lease and stopped")
 
-    def maintain(self, report: MaintenanceReport, budget: Budget, dispatcher: Dispatcher) -> None:
-        if self.rt.now() - self.renewed_at >= self.timing.renew_interval:
-            self.renew_all()
-            report.parts["lease_renewed"] = 1
+    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+        if self.host.now() - self.renewed_at < self.timing.renew_interval:
+            return {}
+        self.renew_all()
+        return {"lease_renewed": 1}
 
     def renew_all(self) -> None:
         key = keys.meta_key(keys.LEASE_HOLDER)
         with self._lock:
             if self.lost or self.holder_bytes is None:
                 return  # stopped or closed meanwhile: nothing of ours to renew
-            now = self.rt.now()
+            now = self.host.now()
             assert self.epoch_bytes is not None
             new = self._holder(self.epoch_bytes, now)
             condition = Condition(key, self.holder_bytes)
-            if self.rt.storage.conditional_batch([condition], [Put(key, new)]):
+            if self.host.storage.conditional_batch([condition], [Put(key, new)]):
                 self.holder_bytes, self.renewed_at = new, now
                 return
-            self.rt.metrics.incr("lease.renewal_failures")
+            self.host.metrics.incr("lease.renewal_failures")
             self._stop()
 
     def close(self) -> None:
@@ -165,7 +165,7 @@ class StoreLease(Ownership):
                 return
             key = keys.meta_key(keys.LEASE_HOLDER)
             with contextlib.suppress(StorageError):
-                self.rt.storage.conditional_batch(
+                self.host.storage.conditional_batch(
                     [Condition(key, self.holder_bytes)], [Delete(key)]
                 )
             self.holder_bytes = None

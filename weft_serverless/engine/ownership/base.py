@@ -10,13 +10,11 @@ mode ``none`` and does nothing.
 
 from __future__ import annotations
 
-import logging
 import struct
-import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from weft_serverless.codec import decode_record, encode
 from weft_serverless.errors import (
@@ -25,17 +23,15 @@ from weft_serverless.errors import (
     StorageError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.storage.base import Condition, Op, Put, Storage
 
-from .runtime import logger
-
-if TYPE_CHECKING:
-    from .dispatch import Dispatcher
-    from .maintenance import Budget, MaintenanceReport
-    from .runtime import Runtime
+from ..clock_skew import ClockGuard
+from ..telemetry import Metrics
 
 Mode = Literal["none", "lease", "workflow-lease"]
 Verdict = Literal["drive", "retain", "collect"]
+Drive = Callable[[str, str], object]
+"""Drives a workflow now (id, why); what maintenance hands ``Ownership.maintain``."""
 
 TTL_SAFETY_MULTIPLIER = 3
 
@@ -106,10 +102,22 @@ def unpack_epoch(data: bytes | None) -> int:
     return value
 
 
-def warn(category: type[Warning], message: str, level: int = logging.WARNING) -> None:
-    """Emit a warning of ``category`` and log it (routine cases log below WARNING)."""
-    logger.log(level, message)
-    warnings.warn(message, category, stacklevel=3)
+@dataclass(frozen=True, slots=True)
+class OwnerHost:
+    """What an ownership mode uses of its engine; built before the engine's ``Runtime``,
+    which then holds the mode, so no mode needs the runtime.
+
+    ``now``: engine time. ``workflow_types``: the types this engine can run (it claims no
+    other). ``stop``: halt the engine for good (it lost a fence it cannot get back).
+    """
+
+    storage: Storage
+    engine_id: str
+    metrics: Metrics
+    now: Callable[[], float]
+    clock_guard: ClockGuard
+    workflow_types: Container[str]
+    stop: Callable[[], None]
 
 
 class Ownership:
@@ -117,8 +125,8 @@ class Ownership:
 
     mode: Mode = "none"
 
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
+    def __init__(self, host: OwnerHost) -> None:
+        self.host = host
 
     def conditions(self, workflow_id: str) -> list[Condition]:
         """The fence every workflow-scoped write of this engine carries."""
@@ -127,6 +135,11 @@ class Ownership:
     def on_lost_commit(self, workflow_id: str) -> None:
         """A fenced commit was refused: raise if it was deposition rather than a lost race."""
 
+    def check_store_fence(self) -> None:
+        """A batch carrying no claim of a run (a start, a signal, a move made from outside)
+        was refused: raise if the cause is that this engine lost a fence over the whole
+        store, so it stops; return when it can only have been a racing writer."""
+
     def bootstrap(self) -> None:
         """Run the construction gates; called before recovery.
 
@@ -134,7 +147,7 @@ class Ownership:
         docs/decisions/0011-mode-none-on-a-fenced-store.md) but is refused on a store whose
         marker names a fencing mode: there it would drive runs their owners hold, unfenced.
         """
-        stored = read_marker(self.rt)
+        stored = read_marker(self.host)
         if stored is not None:
             raise OwnershipModeMismatchError(self.mode, stored["mode"], stored["established_at"])
 
@@ -182,8 +195,11 @@ class Ownership:
     def deposed(self, workflow_id: str) -> None:
         """Called when a drive hit ``EngineDeposedError``."""
 
-    def maintain(self, report: MaintenanceReport, budget: Budget, dispatcher: Dispatcher) -> None:
-        """The ownership parts of a maintenance pass (renew, reclaim, poll)."""
+    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+        """The ownership parts of a maintenance pass (renew, reclaim, poll): ``drive`` runs
+        what they wake, ``exhausted`` says the pass's time is up. Returns what each part did,
+        by name, for the pass's report."""
+        return {}
 
     def renew_all(self) -> None:
         """Renew every held claim now (the invocation heartbeat calls this)."""
@@ -229,28 +245,28 @@ class ReadOnly(Ownership):
         return Fragment(conditions=self.conditions(workflow_id))
 
 
-def read_marker(rt: Runtime) -> dict[str, Any] | None:
+def read_marker(host: OwnerHost) -> dict[str, Any] | None:
     """The store's ownership-mode marker ``{mode, established_at}``, None on a store no
     fencing engine has used."""
-    stored = rt.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
+    stored = host.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
     if stored is None:
         return None
     return dict(decode_record(stored, "the store's ownership-mode marker"))
 
 
-def establish_mode(rt: Runtime, mode: Mode) -> None:
+def establish_mode(host: OwnerHost, mode: Mode) -> None:
     """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS)."""
-    if not rt.storage.capabilities().conditional_batch:
+    if not host.storage.capabilities().conditional_batch:
         raise ConfigurationError(
             f"ownership={mode!r} needs a storage with conditional batches; "
-            f"{type(rt.storage).__name__} has none"
+            f"{type(host.storage).__name__} has none"
         )
     key = keys.meta_key(keys.OWNERSHIP_MODE)
     for _ in range(5):
-        record = read_marker(rt)
+        record = read_marker(host)
         if record is None:
-            marker = encode({"mode": mode, "established_at": rt.now()})
-            if rt.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
+            marker = encode({"mode": mode, "established_at": host.now()})
+            if host.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
                 return
             continue
         if record["mode"] != mode:

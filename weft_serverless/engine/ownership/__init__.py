@@ -1,0 +1,57 @@
+"""Ownership modes: who may write a workflow, and the fence that enforces it.
+
+``base`` holds the interface (mode ``none``) and what every mode shares; ``store_lease`` is
+mode ``lease``; ``claims``, ``takeover`` and ``workflow_lease`` build mode ``workflow-lease``.
+Nothing outside this package tests which mode is in use: it asks the mode what it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import (
+    Drive,
+    EngineDeposedError,
+    Fragment,
+    Mode,
+    OwnerHost,
+    Ownership,
+    ReadOnly,
+    Timing,
+    Verdict,
+    merge_conditions,
+    pack_epoch,
+    unpack_epoch,
+)
+from .store_lease import EngineLeaseLost, StoreLease
+from .workflow_lease import WorkflowLease
+
+__all__ = [
+    "Drive",
+    "EngineDeposedError",
+    "EngineLeaseLost",
+    "Fragment",
+    "Mode",
+    "OwnerHost",
+    "Ownership",
+    "ReadOnly",
+    "StoreLease",
+    "Timing",
+    "Verdict",
+    "WorkflowLease",
+    "merge_conditions",
+    "mode_factory",
+    "pack_epoch",
+    "unpack_epoch",
+]
+
+
+def mode_factory(
+    mode: Mode, lease: Timing, claim: Timing, lease_wait_timeout: float
+) -> Callable[[OwnerHost], Ownership]:
+    """What builds the ownership of ``mode`` once its host exists."""
+    if mode == "lease":
+        return lambda host: StoreLease(host, lease, lease_wait_timeout)
+    if mode == "workflow-lease":
+        return lambda host: WorkflowLease(host, claim)
+    return Ownership

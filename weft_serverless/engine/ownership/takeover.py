@@ -1,0 +1,167 @@
+"""The maintenance side of workflow-lease: renew held claims, take over expired ones, and
+wake parked workflows whose awaited signals arrived (DESIGN.md section 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from weft_serverless.codec import decode
+from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Op, Put
+
+from ..records import RUNNING, WorkflowState
+from ..telemetry import skip_unsupported
+from .base import Drive, pack_epoch, unpack_epoch
+from .claims import ClaimRegistry, release_ops
+
+TAKEOVER_GRACE_MULTIPLIER = 2
+TAKEOVER_MAX_ATTEMPTS = 5
+
+
+class Takeover(ClaimRegistry):
+    """Renewal, takeover of expired claims and signal polling, run by ``maintain``."""
+
+    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+        done = {"claims_renewed": self._renew(only_due=True)}
+        if not exhausted():
+            done["claims_reclaimed"] = self._reclaim(drive, exhausted)
+        if not exhausted():
+            done["signal_polls_woken"] = self._poll_signals(drive)
+        self.host.metrics.counters["claims_active"] = len(self.claims)
+        return done
+
+    def renew_all(self) -> None:
+        self._renew(only_due=False)
+
+    def _renew(self, *, only_due: bool) -> int:
+        renewed = 0
+        now = self.host.now()
+        for workflow_id, claim in list(self.claims.items()):
+            if only_due and now - claim.renewed_at < self.timing.renew_interval:
+                continue
+            with claim.lock:
+                # Renew only a claim still registered (not released, dropped or replaced
+                # meanwhile) whose acquiring batch has landed: anything else has no stored
+                # holder of ours to extend, and a refusal would not mean it was lost.
+                if not claim.landed or self.claims.get(workflow_id) is not claim:
+                    continue
+                holder = decode(claim.holder_bytes)
+                new, expires = self._holder(holder["epoch"], holder["claimed_at"])
+                key = keys.owner_holder_key(workflow_id)
+                try:
+                    ok = self.host.storage.conditional_batch(
+                        [Condition(key, claim.holder_bytes)], [Put(key, new)]
+                    )
+                except StorageError:
+                    continue
+                if ok:
+                    claim.holder_bytes, claim.expires_at, claim.renewed_at = new, expires, now
+                    renewed += 1
+                    continue
+                self.host.metrics.incr("claim_renewal_failures")
+                self.deposed(workflow_id, claim)
+        return renewed
+
+    def _reclaim(self, drive: Drive, exhausted: Callable[[], bool]) -> int:
+        reclaimed = 0
+        now = self.host.now()
+        for shard in range(keys.CLAIM_SHARDS):
+            for sort, _ in self.host.storage.scan(keys.claim_partition(shard)):
+                if exhausted():
+                    return reclaimed
+                workflow_id = keys.dec(sort)
+                if workflow_id in self.claims:
+                    continue
+                until = self._cooldown.get(workflow_id, (0.0, 0.0))[0]
+                if now < until:
+                    self.host.metrics.incr("claim_attempts.backoff_skipped")
+                    continue
+                try:
+                    taken = self._take_over(workflow_id, now)
+                except UnsupportedSchemaVersionError as exc:
+                    skip_unsupported(self.host.metrics, exc)  # left to an engine that reads it
+                    continue
+                if taken:
+                    reclaimed += 1
+                    drive(workflow_id, "reclaim")
+        return reclaimed
+
+    def _take_over(self, workflow_id: str, now: float) -> bool:
+        """Claim an indexed workflow whose holder is gone or expired, if it is running.
+
+        Any other status holds no claim by rule, so what is stored is a leftover: it is
+        cleaned up instead (``_clean_up``), never claimed again pass after pass.
+        """
+        for _ in range(TAKEOVER_MAX_ATTEMPTS):
+            epoch_bytes, holder_bytes = self._read_owner(workflow_id)
+            if holder_bytes is None:
+                outcome = "acquired"
+            else:
+                holder = decode(holder_bytes)
+                expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
+                if not expired_at < now:
+                    return False
+                if not self.host.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
+                    return False
+                outcome = "takeover"
+            state_bytes = self.host.storage.get(keys.state_key(workflow_id))
+            state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
+            if state is None or state.status != RUNNING:
+                if self._clean_up(workflow_id, epoch_bytes, holder_bytes, state_bytes):
+                    return False
+                continue
+            if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
+                return True
+        return False
+
+    def _clean_up(
+        self,
+        workflow_id: str,
+        epoch_bytes: bytes | None,
+        holder_bytes: bytes | None,
+        state_bytes: bytes | None,
+    ) -> bool:
+        """Remove the claim records of a run that is not running, on the bytes just read.
+
+        A stored holder is deleted with epoch + 1, so whoever wrote it is fenced out exactly as
+        by an external transition; the run itself is left as it is (a pending run is activated
+        by its delayed start, a suspended one by resume).
+        """
+        index = keys.claim_index_key(workflow_id)
+        conditions = [
+            Condition(keys.owner_holder_key(workflow_id), holder_bytes),
+            Condition(keys.state_key(workflow_id), state_bytes),
+        ]
+        ops: list[Op] = [Delete(index)]
+        if holder_bytes is not None:
+            epoch_key = keys.owner_epoch_key(workflow_id)
+            conditions.append(Condition(epoch_key, epoch_bytes))
+            ops = [
+                Put(epoch_key, pack_epoch(unpack_epoch(epoch_bytes) + 1)),
+                *release_ops(workflow_id),
+            ]
+        if not self.host.storage.conditional_batch(conditions, ops):
+            return False
+        if holder_bytes is not None:
+            self.host.metrics.incr("claims_cleaned_up")
+        return True
+
+    def _poll_signals(self, drive: Drive) -> int:
+        woken = 0
+        partition_of = keys.workflow_partition
+        for workflow_id, claim in list(self.claims.items()):
+            if claim.driving or not claim.awaiting:
+                continue
+            for name in claim.awaiting:
+                if next(
+                    self.host.storage.scan(
+                        partition_of(workflow_id), keys.signal_prefix(name), limit=1
+                    ),
+                    None,
+                ):
+                    drive(workflow_id, "signal")
+                    woken += 1
+                    break
+        return woken

@@ -1,0 +1,222 @@
+"""``ownership="workflow-lease"``: one fenced owner per workflow, many engines per store.
+
+Per workflow, an epoch (8-byte counter, never deleted) and a holder record
+``{engine_id, epoch, expires_at, claimed_at}`` compared as opaque bytes. Every write of the
+owner carries the epoch as a condition, so a deposed owner can never land one; the holder's
+expiry only decides when another engine may take over (docs/decisions/0004-workflow-lease.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from weft_serverless.codec import decode
+from weft_serverless.errors import (
+    StorageError,
+    WorkflowClaimUnavailableError,
+    WorkflowWakeDiscarded,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
+
+from ..records import RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from ..telemetry import warn
+from .base import (
+    EngineDeposedError,
+    Fragment,
+    Mode,
+    Verdict,
+    establish_mode,
+    pack_epoch,
+    unpack_epoch,
+)
+from .claims import release_ops
+from .takeover import Takeover
+
+
+class WorkflowLease(Takeover):
+    mode: Mode = "workflow-lease"
+
+    def bootstrap(self) -> None:
+        establish_mode(self.host, self.mode)
+
+    def needs_claim(self, workflow_id: str) -> bool:
+        return workflow_id not in self.claims
+
+    def conditions(self, workflow_id: str) -> list[Condition]:
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            raise EngineDeposedError(workflow_id)
+        return [Condition(keys.owner_epoch_key(workflow_id), claim.epoch_bytes)]
+
+    def on_lost_commit(self, workflow_id: str) -> None:
+        claim = self.claims.get(workflow_id)
+        current = self.host.storage.get(keys.owner_epoch_key(workflow_id))
+        if claim is None or current != claim.epoch_bytes:
+            raise EngineDeposedError(workflow_id)
+
+    def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
+        fragment, claim = self._claim_fragment(workflow_id, epoch, None)
+        self.host.metrics.incr("claim_attempts.acquired")  # undone by forget_start if refused
+        with self._lock:
+            self.claims[workflow_id] = claim
+        return fragment
+
+    def forget_start(self, workflow_id: str) -> None:
+        self._drop(workflow_id)
+        self.host.metrics.incr("claim_attempts.acquired", -1)
+        self.host.metrics.incr("claim_attempts.lost_race")
+
+    def surviving_epoch(self, workflow_id: str) -> bytes | None:
+        return self.host.storage.get(keys.owner_epoch_key(workflow_id))
+
+    def claim_landed(self, workflow_id: str) -> None:
+        claim = self.claims.get(workflow_id)
+        if claim is not None:
+            claim.landed = True
+
+    @contextmanager
+    def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            raise EngineDeposedError(workflow_id)
+        with claim.lock:
+            yield Fragment(
+                conditions=[Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
+                ops=release_ops(workflow_id),
+            )
+            # Still under the lock: a renewal waiting for it must find the claim gone, not
+            # try to renew a holder the terminal commit just deleted.
+            self._drop(workflow_id, claim)
+
+    def rotate_fragment(self, workflow_id: str) -> Fragment:
+        """External terminal transition: epoch + 1 so a still-running owner is fenced out."""
+        epoch_key = keys.owner_epoch_key(workflow_id)
+        read = self.host.storage.get(epoch_key)
+        self._drop(workflow_id)
+        return Fragment(
+            conditions=[Condition(epoch_key, read)],
+            ops=[Put(epoch_key, pack_epoch(unpack_epoch(read) + 1)), *release_ops(workflow_id)],
+        )
+
+    def resume_fragment(self, workflow_id: str) -> Fragment:
+        """Claim folded into a move back to running from a status no engine may hold a claim
+        in (pending, suspended, failed; the batch conditions on that state): whatever holder
+        is stored is a leftover, so the claim replaces it on the bytes read, and epoch + 1
+        fences out whoever wrote it. A leftover can therefore never block the transition."""
+        epoch_bytes, holder_bytes = self._read_owner(workflow_id)
+        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes)
+        with self._lock:
+            self.claims[workflow_id] = claim
+        return fragment
+
+    def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
+        """Whether this engine may drive the workflow now, claiming it if nobody holds it.
+
+        Every wake re-reads the holder, even right after this engine claimed the workflow:
+        between the claim and a queued drive another engine may have suspended, resumed and
+        released it, and only the stored holder (engine id AND epoch) says who owns it now.
+        Only a running run is claimed, on its state bytes: a pending run is activated by its
+        delayed start alone, and a run that ended between the reads is left alone.
+        """
+        claim = self.claims.get(workflow_id)
+        if claim is not None:
+            with claim.lock:  # a renewal must not change the holder between read and compare
+                holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
+                if holder == claim.holder_bytes and self.claims.get(workflow_id) is claim:
+                    claim.landed = claim.driving = True  # the stored holder is this claim's
+                    return "drive"
+                self._drop(workflow_id, claim)
+            warn(
+                WorkflowWakeDiscarded,
+                f"workflow {workflow_id!r}: {kind} wake discarded, this engine no longer owns it",
+            )
+            return self._retain_or_collect(workflow_id, self._status(workflow_id), holder, explicit)
+        state_bytes = self.host.storage.get(keys.state_key(workflow_id))
+        state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
+        if state is None or state.status != RUNNING:
+            return "collect"
+        if state.type not in self.host.workflow_types:
+            return "retain"  # an engine that cannot run this type must not claim it
+        epoch_bytes, holder_bytes = self._read_owner(workflow_id)
+        if holder_bytes is None and self._try_claim(
+            workflow_id, epoch_bytes, None, "acquired", state_bytes
+        ):
+            self.claims[workflow_id].driving = True
+            return "drive"
+        if holder_bytes is None:  # lost the acquire: the run may have ended meanwhile
+            state = self._status(workflow_id)
+        verdict = self._retain_or_collect(workflow_id, state, holder_bytes, explicit)
+        if verdict == "retain":
+            warn(
+                WorkflowWakeDiscarded,
+                f"workflow {workflow_id!r}: {kind} wake left to the engine that holds it",
+                logging.INFO,  # routine in a fleet: the owner acts on it
+            )
+        return verdict
+
+    def _retain_or_collect(
+        self,
+        workflow_id: str,
+        state: WorkflowState | None,
+        holder: bytes | None,
+        explicit: bool,
+    ) -> Verdict:
+        """What to do with a wake this engine may not drive, from the records just read.
+
+        Only a running run is anyone's to drive: any other is collected, even on an explicit
+        call (there is no owner to name)."""
+        if state is None or state.status != RUNNING:
+            return "collect"
+        if explicit:
+            if holder is None:  # lost an acquire race just now: name the winner
+                holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
+            held_by = decode(holder)["engine_id"] if holder is not None else "(none)"
+            raise WorkflowClaimUnavailableError(workflow_id, held_by)
+        return "retain"
+
+    def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
+        """Forget the claim of a run that ended or left; keep it (not driving) otherwise.
+
+        ``status`` is ``"error"`` when the drive raised: the stored holder is still ours, so
+        the claim stays registered to be renewed or released, never silently leaked.
+        """
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            return
+        if status is None or status in TERMINAL or status == SUSPENDED:
+            self._drop(workflow_id)
+            return
+        claim.driving = False
+        claim.awaiting = awaiting
+
+    def release_parked(self) -> int:
+        released = 0
+        for workflow_id, claim in list(self.claims.items()):
+            if claim.driving:
+                continue
+            with claim.lock:
+                if self.claims.get(workflow_id) is not claim:
+                    continue
+                try:
+                    self.host.storage.conditional_batch(
+                        [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
+                        release_ops(workflow_id),
+                    )
+                    released += 1
+                except StorageError:
+                    pass
+                self._drop(workflow_id, claim)
+        return released
+
+    def close(self) -> None:
+        self.release_parked()
+
+    def owner_of(self, workflow_id: str) -> dict[str, object] | None:
+        holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
+        if holder is None:
+            return None
+        owner: dict[str, object] = decode(holder)
+        return owner

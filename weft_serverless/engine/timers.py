@@ -1,0 +1,201 @@
+"""Timers: every kind in one table, and the helpers that arm, point at and drop them.
+
+A timer is a record in a timer shard whose sort key is ``due#workflow#tag`` and whose value
+names the workflow and the timer's ``kind``. The maintenance pass reads due timers, groups
+them by workflow and fires each kind through its handler, in table order (ADR 0002: a timer
+only wakes; a stale one finds nothing to do).
+
+``KINDS`` is the one place a kind is declared: its stored name, its sort-key tag, how it is
+armed and what firing it does. Adding a kind is one row plus its handler. Names and tags are
+persisted (stored keys and values): never change an existing one.
+
+Handlers act through ``TimerActions`` (implemented by the maintenance pass), so this module
+stays below everything that arms timers (lifecycle, transitions, steps) and imports none of
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from weft_serverless.codec import encode
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Delete, Key, Op, Put
+
+from .records import History
+
+Scope = Literal["run", "step", "event"]
+"""How a kind is armed, which decides its tag.
+
+``run``: at most one per run and kind; the tag is the kind's name.
+``step``: parks one step; the tag is a letter followed by the step's slot (and attempt).
+``event``: marks one event (a signal, a completion); the tag is a letter and a unique suffix.
+"""
+
+# What a handler may end a firing with (anything else: go on with the next kinds).
+COLLECT = "collect"
+ERROR = "error"
+TIMED_OUT = "timed-out"
+
+
+class TimerActions(Protocol):
+    """The engine operations timer handlers need; the maintenance pass provides them."""
+
+    def close_children(self, workflow_id: str) -> None: ...
+
+    def purge_when_due(self, workflow_id: str) -> str: ...
+
+    def time_out(self, workflow_id: str) -> bool: ...
+
+    def activate_delayed(self, workflow_id: str) -> bool: ...
+
+
+Handler = Callable[[TimerActions, str], str | None]
+"""Fires one due kind for a workflow: returns how the firing ends, or None to go on."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimerKind:
+    """One row of ``KINDS``.
+
+    ``tag``: the whole tag (scope ``run``) or its first letter (``step``, ``event``); None
+    for a kind that re-arms a timer under the key it already had. ``label``: what a parked
+    step waits for, for people (the renderer). ``wakes``: whether firing ends in a drive of
+    the run. ``fire``: the handler run before that drive (None: nothing but the drive).
+    """
+
+    name: str
+    scope: Scope
+    tag: str | None
+    label: str
+    wakes: bool = True
+    fire: Handler | None = None
+
+
+def _close_children(actions: TimerActions, workflow_id: str) -> str | None:
+    actions.close_children(workflow_id)
+    return None
+
+
+def _purge(actions: TimerActions, workflow_id: str) -> str | None:
+    outcome = actions.purge_when_due(workflow_id)
+    if outcome == "raced":
+        return ERROR
+    if outcome in ("purged", "kept"):
+        return COLLECT
+    return None  # retried since it ended: its next end arms a new one
+
+
+def _time_out(actions: TimerActions, workflow_id: str) -> str | None:
+    return TIMED_OUT if actions.time_out(workflow_id) else None
+
+
+def _activate_delayed(actions: TimerActions, workflow_id: str) -> str | None:
+    actions.activate_delayed(workflow_id)
+    return None
+
+
+# Firing order is table order: close children, purge, time out, activate, then one drive.
+CLOSE_CHILDREN = TimerKind(
+    "close-children", "run", "close-children", "closing children", False, _close_children
+)
+RETENTION = TimerKind("retention", "run", "retention", "retention window", False, _purge)
+DEADLINE = TimerKind("deadline", "run", "deadline", "execution timeout", False, _time_out)
+DELAYED_START = TimerKind(
+    "delayed-start", "run", "delayed-start", "delayed start", True, _activate_delayed
+)
+WAKE = TimerKind("wake", "run", "wake", "wake-up")
+SLEEP = TimerKind("sleep", "step", "s", "sleep")
+SIGNAL_TIMEOUT = TimerKind("timeout", "step", "w", "signal wait (timeout)")
+CONDITION_TIMEOUT = TimerKind("wait-condition", "step", "u", "condition (timeout)")
+RETRY = TimerKind("retry", "step", "r", "activity retry")
+BUDGET = TimerKind("budget", "step", "b", "next invocation")
+CHILD = TimerKind("child", "event", "c", "child finished")
+SIGNAL = TimerKind("signal", "event", "g", "signal")
+ASYNC_ACTIVITY = TimerKind("async-activity", "event", "a", "async activity completed")
+RESUME = TimerKind("resume", "step", None, "resumed")
+
+KINDS: tuple[TimerKind, ...] = (
+    CLOSE_CHILDREN,
+    RETENTION,
+    DEADLINE,
+    DELAYED_START,
+    WAKE,
+    SLEEP,
+    SIGNAL_TIMEOUT,
+    CONDITION_TIMEOUT,
+    RETRY,
+    BUDGET,
+    CHILD,
+    SIGNAL,
+    ASYNC_ACTIVITY,
+    RESUME,
+)
+
+BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}
+STEP_TAGS: Mapping[str, TimerKind] = {
+    kind.tag: kind for kind in KINDS if kind.scope != "run" and kind.tag is not None
+}
+"""Step and event kinds by tag letter: decode a stored tag with ``kind_of_tag``."""
+
+
+def kind_of_tag(tag: str) -> TimerKind | None:
+    """The step or event kind a stored tag was armed with (None: a run timer or unknown)."""
+    return STEP_TAGS.get(tag[:1])
+
+
+def firing_order(names: set[str]) -> list[TimerKind | str]:
+    """The kinds due for one workflow in table order; unknown names (kept as strings) last."""
+    known: list[TimerKind | str] = [kind for kind in KINDS if kind.name in names]
+    return known + sorted(names - BY_NAME.keys())
+
+
+def timer_key(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -> Key:
+    """Where a timer of ``kind`` due at ``due`` is stored (``suffix`` follows the tag)."""
+    assert kind.tag is not None, f"{kind.name} timers keep the key they were armed with"
+    return keys.timer_key(due, workflow_id, kind.tag + suffix)
+
+
+def timer_value(workflow_id: str, kind: TimerKind | str, *, retained: int = 0) -> bytes:
+    """A timer's value; ``retained`` counts the passes that had to leave it (its backoff)."""
+    name = kind if isinstance(kind, str) else kind.name
+    if retained:
+        return encode({"wf": workflow_id, "kind": name, "n": retained})
+    return encode({"wf": workflow_id, "kind": name})
+
+
+def arm(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -> Put:
+    """The write that arms a timer of ``kind`` for ``workflow_id``."""
+    return Put(timer_key(kind, workflow_id, due, suffix), timer_value(workflow_id, kind))
+
+
+def timer_ref(key: Key) -> list[str]:
+    """How a record points at its timer (stored as it is)."""
+    return [key.partition, key.sort]
+
+
+def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
+    """Deletes for timers of ``slot`` (and its branches) that have not fallen due yet.
+
+    Timers already due are left to the maintenance pass that fires them, which deletes
+    them after driving; deleting here too would only add write cost.
+    """
+    ops: list[Op] = []
+    prefix = slot + "."
+    for pend_slot, record in history.pending.items():
+        if pend_slot == slot or pend_slot.startswith(prefix):
+            ops.extend(_future_timer(record, now))
+    for att_slot, records in history.attempts.items():
+        if (att_slot == slot or att_slot.startswith(prefix)) and records:
+            ops.extend(_future_timer(records[-1], now))
+    return ops
+
+
+def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
+    ref = record.get("timer")
+    due = record.get("due")
+    if not ref or due is None or keys.is_due(now, due):
+        return []
+    return [Delete(Key(ref[0], ref[1]))]
