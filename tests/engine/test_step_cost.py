@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from weft_serverless import workflow
+from weft_serverless.engine import timers as steps
 from weft_serverless.engine.records import History
-from weft_serverless.engine.steps import scope as steps
 from weft_serverless.testing import TestEngine
 
 

@@ -73,14 +73,17 @@ def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
 
 
 def check_engine_options(
-    *,
     ownership: object,
     background_tasks: object,
     lease_timing: Timing,
     claim_timing: Timing,
     max_payload_bytes: int | None,
-) -> None:
-    """The modes are known ones, the chosen mode's timing holds, a payload cap is positive."""
+) -> float | None:
+    """The modes are known ones, the chosen mode's timing holds, a payload cap is positive.
+
+    Returns the chosen mode's renew interval (None for mode ``none``): the default bound on
+    clock skew.
+    """
     if background_tasks not in ("manual", "automatic"):
         raise ConfigurationError(
             f"background_tasks must be 'manual' or 'automatic', got {background_tasks!r}"
@@ -95,6 +98,8 @@ def check_engine_options(
         claim_timing.check("workflow claim")
     if max_payload_bytes is not None and max_payload_bytes <= 0:
         raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
+    timing = {"lease": lease_timing, "workflow-lease": claim_timing}.get(str(ownership))
+    return None if timing is None else timing.renew_interval
 
 
 def parse_retention(retention: Mapping[str, object] | None) -> dict[str, float]:

@@ -17,7 +17,6 @@ from .runtime import Runtime
 @contextmanager
 def invocation_scope(
     rt: Runtime,
-    *,
     time_left: Callable[[], float] | None,
     deadline: float | None,
     step_reserve: float,

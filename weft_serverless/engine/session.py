@@ -1,0 +1,108 @@
+"""What one ``Engine`` object keeps between calls: its drive queue and how it drains it.
+
+A call that makes a run drivable (a start, a signal, a completion) commits first, then wakes
+the run here: in manual mode the queue is drained inline, in automatic mode the background
+driver drains it. Runs that ended during a drive leave their children to close, which
+``settle`` does after every call. Recovery, an explicit resume and a maintenance pass drive
+through the same queue.
+"""
+
+from __future__ import annotations
+
+import time
+
+from weft_serverless.errors import ConfigurationError, WeftError
+
+from . import control, listing
+from .background import BackgroundDriver
+from .config import check_positive_int
+from .dispatch import Dispatcher
+from .maintenance import MaintenanceReport, run_maintenance
+from .records import RUNNING, STATUSES, SUSPENDED
+from .runtime import Budget, Runtime, logger
+
+
+class Session:
+    """The drive queue of one engine object, its background driver, and their shutdown."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.dispatcher = Dispatcher(rt)
+        self.background: BackgroundDriver | None = None
+        if rt.background_tasks == "automatic":
+            self.background = BackgroundDriver(rt, self.dispatcher)
+
+    def start_background(self) -> None:
+        if self.background is not None:
+            self.background.start()
+
+    def check_open(self) -> None:
+        if self.rt.closed:
+            raise ConfigurationError("this engine is closed; create a new one")
+
+    def wake(self, workflow_id: str, kind: str = "wake") -> None:
+        """Drive what a committed call made drivable (inline in manual mode).
+
+        The call's write has landed and armed the run's wake-up, so a failed drive is logged,
+        not raised: a caller told the call failed would retry a start into its own run
+        (``WorkflowAlreadyExistsError``). A later maintenance pass drives the run.
+        """
+        self.dispatcher.enqueue(workflow_id, kind)
+        self.drive_woken()
+
+    def drive_woken(self) -> None:
+        """Drive what is queued (inline in manual mode), then close children of ended runs."""
+        if self.rt.background_tasks == "manual":
+            self.dispatcher.drain(swallow_errors=True)
+        self.settle()
+
+    def settle(self) -> None:
+        """Close the children of runs that ended here (parent close policies)."""
+        for parent in self.rt.closed_runs.drain():
+            try:
+                control.close_children(self.rt, parent)
+            except WeftError as exc:
+                logger.warning(
+                    "children of %s not closed yet (maintenance retries): %s", parent, exc
+                )
+
+    def recover_all(self) -> int:
+        """Queue every running workflow (driven inline in manual mode); returns how many."""
+        ids = list(listing.all_ids(self.rt, RUNNING))
+        for workflow_id in ids:
+            self.dispatcher.enqueue(workflow_id, "recover")
+        if self.rt.background_tasks == "manual":
+            self.dispatcher.drain(swallow_errors=True)
+        return len(ids)
+
+    def resume(self, workflow_id: str, status: str) -> str:
+        """Resume a suspended run, or drive a running one now; its status after."""
+        if status == SUSPENDED:
+            control.resume_suspended(self.rt, workflow_id)
+        outcome = self.dispatcher.run(workflow_id, "resume", swallow_errors=False)
+        self.settle()
+        return outcome if outcome in STATUSES else ""
+
+    def maintain(
+        self, now: float | None, budget_seconds: float | None, max_timers: int
+    ) -> MaintenanceReport:
+        cap = check_positive_int(max_timers, "max_timers")
+        deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        report = run_maintenance(self.rt, self.dispatcher, now, Budget(deadline, max_timers=cap))
+        self.settle()
+        return report
+
+    def wait_for_change(self, remaining: float | None) -> None:
+        """Block a result waiter until a run ends here, or a short pause passes."""
+        pause = 0.2 if remaining is None else max(0.0, min(remaining, 0.2))
+        with self.rt.terminal_changed:
+            self.rt.terminal_changed.wait(pause)
+
+    def close(self) -> None:
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
+        if not self.rt.closed:
+            self.rt.fence.close()
+        self.rt.parked.clear()
+        self.rt.shutdown.close()
