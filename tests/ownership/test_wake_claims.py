@@ -14,7 +14,7 @@ Rules pinned here (``ownership="workflow-lease"``, several engines on one store,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -33,14 +33,15 @@ from ownership_support import (
     make_engine,
     make_engines,
     of_category,
+    refused_step_writes,
 )
 
 from weft_serverless import Engine, workflow
 from weft_serverless.codec import encode
 from weft_serverless.engine.ownership import pack_epoch
-from weft_serverless.errors import WorkflowWakeDiscarded
+from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Delete, Key, Put, SortRange, Storage
+from weft_serverless.storage.base import Condition, Delete, Key, Op, Put, SortRange, Storage
 from weft_serverless.testing import VirtualClock
 
 Gen = Generator[Any, Any, Any]
@@ -352,4 +353,67 @@ def test_a_queued_child_drive_confirms_ownership_and_the_activity_runs_once(
     engines["e2"].run_maintenance()  # fires the timer the parked child left
     assert engines["e2"].get_handle("kid").result() == "done"
     assert calls.count("c") == 1
+    assert fencing_violations(journal) == []
+
+
+class AfterClaimWrite(RecordingStorage):
+    """Runs ``hook`` once, right after this engine's first write that puts ``w``'s holder
+    has landed (another engine acts between that write and this engine's next read)."""
+
+    hook: Callable[[], None] | None = None
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        ok = super()._conditional_batch(conditions, ops)
+        claims_w = any(isinstance(op, Put) and op.key == keys.owner_holder_key("w") for op in ops)
+        if ok and claims_w and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return ok
+
+
+def test_a_drive_on_a_claim_rotated_before_its_history_read_runs_nothing(
+    storage_factory: Opener,
+) -> None:
+    """e2's pass fires a deferred run's timer and acquires the run (epoch 2). Right after that
+    claim lands, and before e2's drive reads the history, e1 suspends and resumes the run
+    (epoch 4), parks it before its first step and releases it. e2's drive reads epoch 4 with
+    the history: it runs nothing and drops the claim with a warning. The first activity then
+    runs exactly once, on the engine that next claims the run."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    flows = signal_flow(calls)
+    e1 = make_engine(storage_factory, flows, "e1", clock, journal=journal)
+    racing = AfterClaimWrite(storage_factory(), "e2", journal)
+    e2 = Engine.create(
+        racing,
+        flows,
+        ownership="workflow-lease",
+        background_tasks="manual",
+        clock=clock,
+        engine_id="e2",
+        recover=False,
+    )
+    store = storage_factory()
+    with e1.invocation(time_left=lambda: 0.0, heartbeat=False):
+        e1.start("flow", 1, id="w")  # deferred behind a timer due now, released at the end
+    assert holder_of(store, "w") is None and calls.count("a") == 0
+
+    def suspend_and_resume_on_e1() -> None:
+        e1.suspend("w")
+        with e1.invocation(time_left=lambda: 0.0, heartbeat=False):
+            e1.resume("w")  # claims epoch 4, parks before "a" for lack of time, releases
+
+    racing.hook = suspend_and_resume_on_e1
+    with caught() as seen:
+        e2.run_maintenance()
+    assert racing.hook is None, "the race was never injected"
+    assert epoch_of(store, "w") == 4
+    assert calls.count("a") == 0, "e2 ran the activity on a claim rotated before its read"
+    assert any("'w'" in m for m in of_category(seen, WorkflowClaimLost))
+    assert refused_step_writes(journal, "e2", "w") == []
+    clock.advance(PAST_EXPIRY)
+    e1.run_maintenance()  # fires the timer the parked run left
+    assert calls.count("a") == 1
+    e1.signal("w", "go", 5)
+    assert e1.get_handle("w").result() == 70
+    assert calls.count("a") == 1 and calls.count("b") == 1
     assert fencing_violations(journal) == []

@@ -71,6 +71,8 @@ def drive(
     if history is None or (history.state.status != RUNNING and not request.read_only):
         _drop_parked(rt, workflow_id)
         return None if history is None else history.state.status
+    if not request.read_only:
+        rt.fence.confirm_history(workflow_id, history.owner_epoch)
     definition = rt.definitions.get(history.state.type)
     if definition is None:
         # An engine with no workflows at all (an operator tool) only stores writes: routine.

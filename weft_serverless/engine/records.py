@@ -139,6 +139,9 @@ class History:
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
     wake: list[str] | None = None  # the wake-up timer of a run not parked since it was armed
+    # The owner epoch stored when the partition was read (workflow-lease): a drive compares it
+    # with the claim it runs on before it runs anything (the read costs nothing extra).
+    owner_epoch: bytes | None = None
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -233,6 +236,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             h.updates_applied.setdefault(rest.split("#", 1)[0], []).append(value)
         elif sort == keys.WAKE:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
+        elif sort == keys.OWNER_EPOCH:
+            h.owner_epoch = value
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes

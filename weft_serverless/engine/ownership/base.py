@@ -189,6 +189,10 @@ class Ownership:
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
         return "drive"
 
+    def confirm_history(self, workflow_id: str, owner_epoch: bytes | None) -> None:
+        """A drive read ``owner_epoch`` with the run's history: raise ``EngineDeposedError``
+        if it shows this engine no longer owns the run, before anything runs on that read."""
+
     def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
         """Called once a drive returns; ``awaiting`` names the signals it parked on."""
 

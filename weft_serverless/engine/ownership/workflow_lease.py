@@ -51,6 +51,19 @@ class WorkflowLease(Takeover):
             raise EngineDeposedError(workflow_id)
         return [Condition(keys.owner_epoch_key(workflow_id), claim.epoch_bytes)]
 
+    def confirm_history(self, workflow_id: str, owner_epoch: bytes | None) -> None:
+        """The epoch read with the history must be this claim's own.
+
+        The wake check proves ownership when the drive was decided; the history is read after
+        it, and between the two another engine may have suspended and resumed the run (epoch
+        + 2; right after this engine's own acquire, say). The history read carries the stored
+        epoch for free: a drive on an epoch that is not ours runs nothing (an activity run
+        there would be fenced out at its commit, and run again by the owner).
+        """
+        claim = self.claims.get(workflow_id)
+        if claim is None or owner_epoch != claim.epoch_bytes:
+            raise EngineDeposedError(workflow_id)
+
     def on_lost_commit(self, workflow_id: str) -> None:
         claim = self.claims.get(workflow_id)
         current = self.host.storage.get(keys.owner_epoch_key(workflow_id))
