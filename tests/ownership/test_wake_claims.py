@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from ownership_support import (
     GRACE,
+    RENEW,
     TTL,
     Calls,
     Journal,
@@ -413,6 +414,72 @@ def test_a_drive_on_a_claim_rotated_before_its_history_read_runs_nothing(
     clock.advance(PAST_EXPIRY)
     e1.run_maintenance()  # fires the timer the parked run left
     assert calls.count("a") == 1
+    e1.signal("w", "go", 5)
+    assert e1.get_handle("w").result() == 70
+    assert calls.count("a") == 1 and calls.count("b") == 1
+    assert fencing_violations(journal) == []
+
+
+class StallBeforeStart(RecordingStorage):
+    """This engine's handle of the store: its start batch of ``w`` lands only after the
+    engine stalled for ``stall`` seconds (the claim in it is stamped before the stall), and
+    ``hook`` runs once right before its first step commit of ``w`` (after the activity ran)."""
+
+    def __init__(self, inner: Storage, engine: str, journal: Journal, clock: VirtualClock) -> None:
+        super().__init__(inner, engine, journal)
+        self.clock = clock
+        self.stall = 0.0
+        self.hook: Callable[[], None] | None = None
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        starts_w = any(c.key == keys.state_key("w") and c.expected is None for c in conditions)
+        if starts_w and self.stall:
+            self.clock.advance(self.stall)
+            self.stall = 0.0
+        commits_step = any(
+            isinstance(op, Put)
+            and op.key.partition == keys.workflow_partition("w")
+            and op.key.sort.startswith(keys.OP_PREFIX)
+            for op in ops
+        )
+        if commits_step and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return super()._conditional_batch(conditions, ops)
+
+
+def test_an_activity_does_not_run_on_a_claim_that_expired_before_it(
+    storage_factory: Opener,
+) -> None:
+    """e1 builds its start batch (claim stamped to expire TTL later), then stalls past the
+    claim's expiry and grace before the batch lands, and drives the run inline. Its claim has
+    expired by its own clock: it renews it before running "a" (no takeover is possible after
+    that), so when e2's pass runs between "a" and e1's commit of it, e2 takes nothing over and
+    "a" runs once. Before, e1 ran "a" on the expired claim, e2 took the run over and ran "a"
+    again, and e1's commit was fenced out."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    flows = signal_flow(calls)
+    stalling = StallBeforeStart(storage_factory(), "e1", journal, clock)
+    e1 = Engine.create(
+        stalling,
+        flows,
+        ownership="workflow-lease",
+        background_tasks="manual",
+        clock=clock,
+        engine_id="e1",
+        workflow_claim_ttl=TTL,
+        workflow_claim_renew_interval=RENEW,
+    )
+    e2 = make_engine(storage_factory, flows, "e2", clock, journal=journal)
+    store = storage_factory()
+    stalling.stall = PAST_EXPIRY
+    stalling.hook = e2.run_maintenance
+    e1.start("flow", 1, id="w")
+    assert stalling.hook is None, "the race was never injected"
+    assert calls.count("a") == 1, "the activity ran again after a takeover of a stale claim"
+    holder = holder_of(store, "w")
+    assert holder is not None and holder["engine_id"] == "e1" and epoch_of(store, "w") == 1
+    assert refused_step_writes(journal, "e1", "w") == []
     e1.signal("w", "go", 5)
     assert e1.get_handle("w").result() == 70
     assert calls.count("a") == 1 and calls.count("b") == 1

@@ -193,6 +193,11 @@ class Ownership:
         """A drive read ``owner_epoch`` with the run's history: raise ``EngineDeposedError``
         if it shows this engine no longer owns the run, before anything runs on that read."""
 
+    def before_activity(self, workflow_id: str) -> None:
+        """An attempt of an activity is about to run in this engine's drive of
+        ``workflow_id``: raise ``EngineDeposedError`` if this engine cannot keep owning the
+        run while it does (an activity is the one thing a fence cannot undo)."""
+
     def after_drive(self, workflow_id: str, status: str | None, awaiting: frozenset[str]) -> None:
         """Called once a drive returns; ``awaiting`` names the signals it parked on."""
 

@@ -14,7 +14,7 @@ from weft_serverless.storage.base import Condition, Delete, Op, Put
 from ..records import RUNNING, WorkflowState
 from ..telemetry import skip_unsupported
 from .base import Drive, pack_epoch, unpack_epoch
-from .claims import ClaimRegistry, release_ops
+from .claims import Claim, ClaimRegistry, release_ops
 
 TAKEOVER_GRACE_MULTIPLIER = 2
 TAKEOVER_MAX_ATTEMPTS = 5
@@ -41,28 +41,36 @@ class Takeover(ClaimRegistry):
         for workflow_id, claim in list(self.claims.items()):
             if only_due and now - claim.renewed_at < self.timing.renew_interval:
                 continue
-            with claim.lock:
-                # Renew only a claim still registered (not released, dropped or replaced
-                # meanwhile) whose acquiring batch has landed: anything else has no stored
-                # holder of ours to extend, and a refusal would not mean it was lost.
-                if not claim.landed or self.claims.get(workflow_id) is not claim:
-                    continue
-                holder = decode(claim.holder_bytes)
-                new, expires = self._holder(holder["epoch"], holder["claimed_at"])
-                key = keys.owner_holder_key(workflow_id)
-                try:
-                    ok = self.host.storage.conditional_batch(
-                        [Condition(key, claim.holder_bytes)], [Put(key, new)]
-                    )
-                except StorageError:
-                    continue
-                if ok:
-                    claim.holder_bytes, claim.expires_at, claim.renewed_at = new, expires, now
-                    renewed += 1
-                    continue
-                self.host.metrics.incr("claim_renewal_failures")
+            try:
+                kept = self._renew_one(workflow_id, claim)
+            except StorageError:
+                continue
+            if kept is False:
                 self.deposed(workflow_id, claim)
+            renewed += kept is True
         return renewed
+
+    def _renew_one(self, workflow_id: str, claim: Claim) -> bool | None:
+        """Extend ``claim``'s stored holder: True if renewed, False if refused (the claim was
+        lost; the caller deposes it), None if there was nothing of ours to renew. Storage
+        errors propagate."""
+        with claim.lock:
+            # Renew only a claim still registered (not released, dropped or replaced
+            # meanwhile) whose acquiring batch has landed: anything else has no stored
+            # holder of ours to extend, and a refusal would not mean it was lost.
+            if not claim.landed or self.claims.get(workflow_id) is not claim:
+                return None
+            now = self.host.now()
+            holder = decode(claim.holder_bytes)
+            new, expires = self._holder(holder["epoch"], holder["claimed_at"])
+            key = keys.owner_holder_key(workflow_id)
+            if self.host.storage.conditional_batch(
+                [Condition(key, claim.holder_bytes)], [Put(key, new)]
+            ):
+                claim.holder_bytes, claim.expires_at, claim.renewed_at = new, expires, now
+                return True
+            self.host.metrics.incr("claim_renewal_failures")
+            return False
 
     def _reclaim(self, drive: Drive, exhausted: Callable[[], bool]) -> int:
         reclaimed = 0

@@ -64,6 +64,28 @@ class WorkflowLease(Takeover):
         if claim is None or owner_epoch != claim.epoch_bytes:
             raise EngineDeposedError(workflow_id)
 
+    def before_activity(self, workflow_id: str) -> None:
+        """Run an activity only on a claim this engine's clock says is live.
+
+        A claim's expiry is stamped when its batch is built, and renewals keep it at least
+        two renew intervals ahead; a claim with less than one interval left missed its
+        renewals (the engine stalled, say between building a start batch and its landing).
+        Another engine may take it over at any moment, run the activity again and fence this
+        drive's result out: so the claim is renewed first, on the holder this engine stored,
+        and a refused renewal (the claim is already someone else's) runs nothing. A healthy
+        claim costs no request here.
+        """
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            raise EngineDeposedError(workflow_id)
+        if self.host.now() < claim.expires_at - self.timing.renew_interval:
+            return
+        if (
+            self._renew_one(workflow_id, claim) is False
+            or self.claims.get(workflow_id) is not claim
+        ):
+            raise EngineDeposedError(workflow_id)
+
     def on_lost_commit(self, workflow_id: str) -> None:
         claim = self.claims.get(workflow_id)
         current = self.host.storage.get(keys.owner_epoch_key(workflow_id))

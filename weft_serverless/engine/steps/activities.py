@@ -59,6 +59,7 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
             if rt.low_on_time(cmd.timeout):
                 scope.yield_to_next_invocation(slot, number)
                 return None
+            rt.fence.before_activity(workflow_id)
             context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
             park_failures: list[BaseException] = []
             context.on_async = functools.partial(_park_async, scope, slot, number, park_failures)
