@@ -422,14 +422,26 @@ def test_a_drive_on_a_claim_rotated_before_its_history_read_runs_nothing(
 
 class StallBeforeStart(RecordingStorage):
     """This engine's handle of the store: its start batch of ``w`` lands only after the
-    engine stalled for ``stall`` seconds (the claim in it is stamped before the stall), and
-    ``hook`` runs once right before its first step commit of ``w`` (after the activity ran)."""
+    engine stalled for ``stall`` seconds (the claim in it is stamped before the stall);
+    ``hook`` runs once right before its first step commit of ``w`` (after the activity ran),
+    ``after_history`` once right after a drive read ``w``'s history (before anything ran)."""
 
     def __init__(self, inner: Storage, engine: str, journal: Journal, clock: VirtualClock) -> None:
         super().__init__(inner, engine, journal)
         self.clock = clock
         self.stall = 0.0
         self.hook: Callable[[], None] | None = None
+        self.after_history: Callable[[], None] | None = None
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        found = list(super()._scan(partition, rng, limit, reverse))
+        whole = rng.low is None and rng.high is None
+        if whole and partition == keys.workflow_partition("w") and self.after_history:
+            hook, self.after_history = self.after_history, None
+            hook()
+        return iter(found)
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         starts_w = any(c.key == keys.state_key("w") and c.expected is None for c in conditions)
@@ -482,5 +494,43 @@ def test_an_activity_does_not_run_on_a_claim_that_expired_before_it(
     assert refused_step_writes(journal, "e1", "w") == []
     e1.signal("w", "go", 5)
     assert e1.get_handle("w").result() == 70
+    assert calls.count("a") == 1 and calls.count("b") == 1
+    assert fencing_violations(journal) == []
+
+
+def test_an_activity_runs_nothing_when_renewing_its_expired_claim_is_refused(
+    storage_factory: Opener,
+) -> None:
+    """As above, but e2's pass runs right after e1's drive read the history (epoch 1, still
+    e1's): e2 takes the stale claim over and runs "a" itself. e1, about to run "a" on a claim
+    expired by its own clock, tries to renew it, is refused, and runs nothing: "a" ran once
+    (on e2), and e1 never tried to commit it. Before, e1 ran "a" again and was fenced out."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    flows = signal_flow(calls)
+    stalling = StallBeforeStart(storage_factory(), "e1", journal, clock)
+    e1 = Engine.create(
+        stalling,
+        flows,
+        ownership="workflow-lease",
+        background_tasks="manual",
+        clock=clock,
+        engine_id="e1",
+        workflow_claim_ttl=TTL,
+        workflow_claim_renew_interval=RENEW,
+    )
+    e2 = make_engine(storage_factory, flows, "e2", clock, journal=journal)
+    store = storage_factory()
+    stalling.stall = PAST_EXPIRY
+    stalling.after_history = e2.run_maintenance
+    with caught() as seen:
+        e1.start("flow", 1, id="w")
+    assert stalling.after_history is None, "the race was never injected"
+    assert calls.count("a") == 1, "e1 ran the activity on a claim e2 had taken over"
+    assert any("'w'" in m for m in of_category(seen, WorkflowClaimLost))
+    holder = holder_of(store, "w")
+    assert holder is not None and holder["engine_id"] == "e2" and epoch_of(store, "w") == 2
+    assert refused_step_writes(journal, "e1", "w") == []
+    e2.signal("w", "go", 5)
+    assert e2.get_handle("w").result() == 70
     assert calls.count("a") == 1 and calls.count("b") == 1
     assert fencing_violations(journal) == []
