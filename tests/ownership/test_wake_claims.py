@@ -9,7 +9,9 @@ Rules pinned here (``ownership="workflow-lease"``, several engines on one store,
 * a claim lands only on a run that is still running, in the same atomic batch (a terminal run
   holds no claim), and maintenance cleans up claim records left on a run that is not running;
 * every drive re-reads the holder (engine id AND epoch) right before it runs user code, a
-  queued drive included: a claim taken when the drive was queued proves nothing later.
+  queued drive included: a claim taken when the drive was queued proves nothing later;
+* an activity attempt starts only on a claim that has not outlived its renewals by the
+  engine's own clock: an overdue claim is renewed first, and a refused renewal runs nothing.
 """
 
 from __future__ import annotations
