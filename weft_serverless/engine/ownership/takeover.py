@@ -5,6 +5,7 @@ wake parked workflows whose awaited signals arrived (DESIGN.md section 6).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
@@ -99,9 +100,7 @@ class Takeover(ClaimRegistry):
             if holder_bytes is None:
                 outcome = "acquired"
             else:
-                holder = decode(holder_bytes)
-                expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
-                if not expired_at < now:
+                if not self._open_to_takeover(decode(holder_bytes), now):
                     return False
                 if not self.host.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
                     return False
@@ -115,6 +114,11 @@ class Takeover(ClaimRegistry):
             if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
                 return True
         return False
+
+    def _open_to_takeover(self, holder: dict[str, Any], now: float) -> bool:
+        """A holder's claim may be taken over once it expired and its grace passed."""
+        expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
+        return bool(expired_at < now)
 
     def _clean_up(
         self,
