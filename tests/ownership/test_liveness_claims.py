@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 from fault_support import FlakyStorage, step_commit
-from ownership_support import RENEW, T0, Opener, holder_of, make_engine, timers_of
+from ownership_support import (
+    GRACE,
+    RENEW,
+    T0,
+    TTL,
+    Opener,
+    epoch_of,
+    holder_of,
+    make_engine,
+    timers_of,
+)
 
 from weft_serverless import RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
@@ -206,3 +216,38 @@ def test_a_capped_pass_leaves_a_run_held_elsewhere_to_its_owner_s_next_pass(
         cap - 1,
     )
     assert timers_after[0] == [retry_timer]
+
+
+def _waits(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("go"))
+
+
+def test_an_engine_that_does_not_register_a_run_s_type_never_takes_it_over(
+    storage_factory: Opener,
+) -> None:
+    """The run's owner stops (its claim expires); an engine without the run's type must leave
+    the run for one that has it, as its wakes already do, not take it over.
+
+    It took it over, could not run it, and renewed the claim for ever: an engine that does
+    register the type could never take it over, and the run's timers, held by a live claim,
+    stayed for an owner that could not fire them.
+    """
+    clock = VirtualClock()
+    flows = {"waits": workflow("waits").execute(_waits)}
+    others = {"steps": WORKFLOWS["steps"]}
+    make_engine(storage_factory, flows, "old", clock).start("waits", id="w")
+    store = storage_factory()
+    epoch = epoch_of(store, "w")
+    without_type = make_engine(storage_factory, others, "without-type", clock)
+    for _ in range(3):
+        clock.advance(TTL + GRACE + 1)  # the owner's claim expired past its grace
+        report = without_type.run_maintenance()
+        assert report.parts["claims_reclaimed"] == 0
+        assert holder_of(store, "w")["engine_id"] == "old"  # type: ignore[index]
+        assert epoch_of(store, "w") == epoch
+    successor = make_engine(storage_factory, flows, "successor", clock)
+    assert successor.run_maintenance().parts["claims_reclaimed"] == 1
+    assert holder_of(store, "w")["engine_id"] == "successor"  # type: ignore[index]
+    successor.signal("w", "go", "on")
+    successor.run_maintenance()
+    assert successor.get_handle("w").result() == "on"

@@ -90,7 +90,9 @@ class Takeover(ClaimRegistry):
         return reclaimed
 
     def _take_over(self, workflow_id: str, now: float) -> bool:
-        """Claim an indexed workflow whose holder is gone or expired, if it is running.
+        """Claim an indexed workflow whose holder is gone or expired, if it is running and of
+        a type this engine registers (a claim it could not use would be renewed for ever,
+        keeping out every engine that can run it).
 
         Any other status holds no claim by rule, so what is stored is a leftover: it is
         cleaned up instead (``_clean_up``), never claimed again pass after pass.
@@ -111,6 +113,8 @@ class Takeover(ClaimRegistry):
                 if self._clean_up(workflow_id, epoch_bytes, holder_bytes, state_bytes):
                     return False
                 continue
+            if state.type not in self.host.workflow_types:
+                return False  # left to an engine that can run it, as a wake leaves it
             if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
                 return True
         return False
