@@ -14,15 +14,26 @@ from typing import Any
 
 import pytest
 from fault_support import FlakyStorage, step_commit
-from ownership_support import RENEW, T0, Opener, holder_of, make_engine
+from ownership_support import (
+    GRACE,
+    RENEW,
+    T0,
+    TTL,
+    Opener,
+    epoch_of,
+    holder_of,
+    make_engine,
+    timers_of,
+)
 
-from weft_serverless import workflow
-from weft_serverless.codec import decode
+from weft_serverless import RetryPolicy, workflow
+from weft_serverless.codec import decode, encode
 from weft_serverless.engine.ownership import pack_epoch, unpack_epoch
+from weft_serverless.engine.records import RUNNING, WorkflowState
 from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op, Storage
+from weft_serverless.storage.base import Condition, Op, Put, Storage
 from weft_serverless.testing import CrashingStorage, VirtualClock
 
 
@@ -130,3 +141,113 @@ def test_an_update_that_landed_before_its_owner_was_deposed_returns_its_result(
         "add"
     ]
     assert e1.describe("w").status == "running"
+
+
+# -- a capped pass leaves an owned run's timers to its owner -------------------------------------
+
+
+def _fails_once(ctx: Any, _: Any) -> Any:
+    return (yield ctx.run("flaky", retry=RetryPolicy(max_attempts=2, initial_backoff=1.0)))
+
+
+def _seed_retired_backlog(storage: Storage, count: int, due: float) -> None:
+    """Running runs of a type neither engine registers, each with a timer due at ``due``:
+    every pass retains them, and a capped pass moves them on."""
+    for n in range(count):
+        workflow_id = f"retired-{n}"
+        state = WorkflowState(workflow_id, "retired", "1", RUNNING, encode(None), due, due)
+        timer = keys.timer_key(due, workflow_id, "s" + keys.step_slot(0))
+        storage.batch(
+            [
+                Put(keys.state_key(workflow_id), state.to_bytes()),
+                Put(timer, encode({"wf": workflow_id, "kind": "sleep"})),
+            ]
+        )
+
+
+def test_a_capped_pass_leaves_a_run_held_elsewhere_to_its_owner_s_next_pass(
+    storage_factory: Opener,
+) -> None:
+    """e1 holds a run parked on an activity's retry timer; a backlog of retired runs, due
+    before it, fills a little more than one pass's cap. Every round e1's pass comes first,
+    reads a cap of the backlog and moves it on; e2's pass reads the rest and the retry timer,
+    which only e1 may fire. e2 must leave that timer where it is: e1's next pass reads it
+    first and runs the retry.
+
+    Found by the simulation's soak (a flood of retired runs and four engines): e2 moved the
+    timer behind the part of the backlog it moved itself, doubling its backoff every round,
+    so e1's reads, spent on the part it had moved, never reached it, and the run stayed at
+    its first attempt while e1 renewed the claim for ever.
+    """
+    cap = 4
+    clock = VirtualClock()
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeError("first attempt fails")
+        return "done"
+
+    flows = {"once": workflow("once").activities(flaky=flaky).execute(_fails_once)}
+    e1 = make_engine(storage_factory, flows, "e1", clock)
+    e2 = make_engine(storage_factory, flows, "e2", clock)
+    store = storage_factory()
+    _seed_retired_backlog(store, 2 * cap - 1, T0)
+    e1.start("once", id="w")
+    assert attempts == [1]
+    assert e1.describe("w").status == "running"
+    (retry_timer,) = timers_of(store, "w")
+    assert holder_of(store, "w")["engine_id"] == "e1"  # type: ignore[index]
+    reports, timers_after = [], []
+    while e1.describe("w").status == "running" and len(reports) < 2:
+        clock.advance(RENEW)
+        e1.run_maintenance(max_timers=cap)
+        clock.advance(0.5)
+        reports.append(e2.run_maintenance(max_timers=cap))
+        timers_after.append(timers_of(store, "w"))
+    assert e1.describe("w").status == "completed"
+    assert e1.get_handle("w").result() == "done"
+    assert attempts == [1, 1]
+    assert len(reports) == 2
+    # Round one: e2 retained three of the backlog and w's timer, and moved the backlog's only.
+    assert (reports[0].parts["timers_retained"], reports[0].parts["timers_deferred"]) == (
+        cap,
+        cap - 1,
+    )
+    assert timers_after[0] == [retry_timer]
+
+
+def _waits(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("go"))
+
+
+def test_an_engine_that_does_not_register_a_run_s_type_never_takes_it_over(
+    storage_factory: Opener,
+) -> None:
+    """The run's owner stops (its claim expires); an engine without the run's type must leave
+    the run for one that has it, as its wakes already do, not take it over.
+
+    It took it over, could not run it, and renewed the claim for ever: an engine that does
+    register the type could never take it over, and the run's timers, held by a live claim,
+    stayed for an owner that could not fire them.
+    """
+    clock = VirtualClock()
+    flows = {"waits": workflow("waits").execute(_waits)}
+    others = {"steps": WORKFLOWS["steps"]}
+    make_engine(storage_factory, flows, "old", clock).start("waits", id="w")
+    store = storage_factory()
+    epoch = epoch_of(store, "w")
+    without_type = make_engine(storage_factory, others, "without-type", clock)
+    for _ in range(3):
+        clock.advance(TTL + GRACE + 1)  # the owner's claim expired past its grace
+        report = without_type.run_maintenance()
+        assert report.parts["claims_reclaimed"] == 0
+        assert holder_of(store, "w")["engine_id"] == "old"  # type: ignore[index]
+        assert epoch_of(store, "w") == epoch
+    successor = make_engine(storage_factory, flows, "successor", clock)
+    assert successor.run_maintenance().parts["claims_reclaimed"] == 1
+    assert holder_of(store, "w")["engine_id"] == "successor"  # type: ignore[index]
+    successor.signal("w", "go", "on")
+    successor.run_maintenance()
+    assert successor.get_handle("w").result() == "on"

@@ -10,6 +10,7 @@ deleted: a crash mid-pass leaves them to fire again, which is safe because every
 is conditional. Reading in due order is what bounds a timer's wait: a pass that stops at its
 cap has read every timer due before the ones it left, and moves the ones it could not act on
 behind them (``defer_retained``), so a backlog in one shard cannot starve another's timers.
+A timer of a run another engine holds on a live claim is not moved: its owner fires it.
 """
 
 from __future__ import annotations
@@ -88,8 +89,21 @@ def fire_due_timers(
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
     if seen >= budget.max_timers and retained:
-        defer_retained(rt, retained, now)
-        report.parts["timers_deferred"] = len(retained)
+        movable = _not_held_elsewhere(rt, retained)
+        defer_retained(rt, movable, now)
+        report.parts["timers_deferred"] = len(movable)
+
+
+def _not_held_elsewhere(
+    rt: Runtime, retained: list[tuple[Key, str, str, int]]
+) -> list[tuple[Key, str, str, int]]:
+    """The retained timers a capped pass may move on: not those of a run another engine holds
+    on a live claim. That owner is the one engine that can fire them, so they stay where its
+    pass reads them. Moved by the other engines' passes, behind a backoff that doubled each
+    time, they could stay ahead of the owner's reads for ever while a backlog due before them
+    took the owner's cap. Costs one read per retained run, only on a capped pass."""
+    held = {wf for wf in {timer[1] for timer in retained} if rt.fence.held_elsewhere(wf)}
+    return [timer for timer in retained if timer[1] not in held]
 
 
 def _earliest_due(rt: Runtime, now: float, cap: int) -> Iterator[tuple[str, str, bytes]]:

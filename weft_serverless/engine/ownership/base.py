@@ -220,6 +220,11 @@ class Ownership:
     def owner_of(self, workflow_id: str) -> dict[str, object] | None:
         return None
 
+    def held_elsewhere(self, workflow_id: str) -> bool:
+        """Whether another engine holds the run on a claim not yet open to takeover: that
+        engine alone may act on the run's timers, and is expected to."""
+        return False
+
     def close(self) -> None:
         """Best-effort release of what this engine holds."""
 

@@ -5,6 +5,7 @@ wake parked workflows whose awaited signals arrived (DESIGN.md section 6).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
@@ -97,7 +98,9 @@ class Takeover(ClaimRegistry):
         return reclaimed
 
     def _take_over(self, workflow_id: str, now: float) -> bool:
-        """Claim an indexed workflow whose holder is gone or expired, if it is running.
+        """Claim an indexed workflow whose holder is gone or expired, if it is running and of
+        a type this engine registers (a claim it could not use would be renewed for ever,
+        keeping out every engine that can run it).
 
         Any other status holds no claim by rule, so what is stored is a leftover: it is
         cleaned up instead (``_clean_up``), never claimed again pass after pass.
@@ -107,9 +110,7 @@ class Takeover(ClaimRegistry):
             if holder_bytes is None:
                 outcome = "acquired"
             else:
-                holder = decode(holder_bytes)
-                expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
-                if not expired_at < now:
+                if not self._open_to_takeover(decode(holder_bytes), now):
                     return False
                 if not self.host.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
                     return False
@@ -120,9 +121,16 @@ class Takeover(ClaimRegistry):
                 if self._clean_up(workflow_id, epoch_bytes, holder_bytes, state_bytes):
                     return False
                 continue
+            if state.type not in self.host.workflow_types:
+                return False  # left to an engine that can run it, as a wake leaves it
             if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
                 return True
         return False
+
+    def _open_to_takeover(self, holder: dict[str, Any], now: float) -> bool:
+        """A holder's claim may be taken over once it expired and its grace passed."""
+        expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
+        return bool(expired_at < now)
 
     def _clean_up(
         self,

@@ -249,6 +249,16 @@ class WorkflowLease(Takeover):
     def close(self) -> None:
         self.release_parked()
 
+    def held_elsewhere(self, workflow_id: str) -> bool:
+        holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
+        if holder is None:
+            return False
+        record = decode(holder)
+        return bool(
+            record["engine_id"] != self.host.engine_id
+            and not self._open_to_takeover(record, self.host.now())
+        )
+
     def owner_of(self, workflow_id: str) -> dict[str, object] | None:
         holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
         if holder is None:
