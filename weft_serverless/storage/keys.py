@@ -290,3 +290,13 @@ def idempotency_key(key: str) -> Key:
 
 def meta_key(name: str) -> Key:
     return Key(META_PARTITION, name)
+
+
+SCHEDULE_PARTITION = "schedules"
+"""One record per schedule (its definition and state), in one partition so that listing
+schedules is one range read; a maintenance pass never reads it (a schedule's next fire is a
+timer), so idle schedules cost nothing."""
+
+
+def schedule_key(schedule_id: str) -> Key:
+    return Key(SCHEDULE_PARTITION, enc(schedule_id))
