@@ -5,6 +5,8 @@ and several engines firing one tick (docs/api.md, Schedules; ADR 0024)."""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,7 +22,8 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.storage import keys
-from weft_serverless.testing import VirtualClock
+from weft_serverless.storage.base import Condition, Op, Storage
+from weft_serverless.testing import DelegatingStorage, SimulatedCrash, VirtualClock
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z, a multiple of every interval used here
 MIN = 60.0
@@ -391,3 +394,146 @@ def test_several_engines_at_one_tick_start_one_run_per_fire(
         runs = [s.id for s in engines[0].list()]
         assert runs == [_rid("m", T0 + i * MIN) for i in range(1, tick + 1)]
     assert engines[0].get_schedule("m").describe().fired == 3
+
+
+class _FireHook(DelegatingStorage):
+    """Calls ``hook`` (once) when a batch that starts a scheduled run is about to be written
+    (``when="before"``) or has been written (``"after"``)."""
+
+    def __init__(self, inner: Storage, when: str, hook: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.when, self.hook, self.fired = when, hook, False
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        starts = any(op.key.partition == keys.SCHEDULE_PARTITION for op in ops) and any(
+            op.key.sort == keys.STATE for op in ops
+        )
+        if starts and not self.fired and self.when == "before":
+            self.fired = True
+            self.hook()
+        ok = self.inner.conditional_batch(conditions, ops)
+        if starts and not self.fired and self.when == "after":
+            self.fired = True
+            self.hook()
+        return ok
+
+
+@pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
+def test_an_engine_racing_between_another_ones_read_and_write_starts_the_only_run(
+    storage_factory: Opener, clock: VirtualClock, ownership: str
+) -> None:
+    other = _engine(storage_factory, clock, ownership=ownership, engine_id="other")
+    racing = _FireHook(storage_factory(), "before", lambda: other.run_maintenance(clock()))
+    engine = Engine.create(
+        racing, WORKFLOWS, background_tasks="manual", clock=clock, ownership=ownership
+    )
+    h = engine.schedule("r", "report", every="1m", overlap="allow")
+    _tick(engine, clock, MIN)
+    assert racing.fired
+    assert [s.id for s in engine.list()] == [_rid("r", T0 + MIN)]
+    assert engine.describe(_rid("r", T0 + MIN)).status == "completed"
+    d = h.describe()
+    assert (d.fired, d.next_fire_at) == (1, T0 + 2 * MIN)
+    assert len(_schedule_timers(engine.runtime.storage)) == 1
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_crash_at_the_fire_batch_starts_the_run_exactly_once(
+    storage_factory: Opener, clock: VirtualClock, when: str
+) -> None:
+    """Before: nothing landed, the timer stays and the next pass fires. After: the run and
+    the advanced record landed with the next timer; the fired timer, not yet deleted, finds
+    nothing due when it fires again."""
+
+    def crash() -> None:
+        raise SimulatedCrash(f"crash {when} the fire batch")
+
+    crashing = _FireHook(storage_factory(), when, crash)
+    doomed = Engine.create(crashing, WORKFLOWS, background_tasks="manual", clock=clock)
+    doomed.schedule("x", "report", every="1m")
+    clock.advance(MIN)
+    with pytest.raises(SimulatedCrash):
+        doomed.run_maintenance(clock())
+    engine = _engine(storage_factory, clock)
+    engine.run_maintenance(clock())
+    engine.run_maintenance(clock())
+    assert [s.id for s in engine.list()] == [_rid("x", T0 + MIN)]
+    assert engine.get_handle(_rid("x", T0 + MIN)).result() is None
+    d = engine.get_schedule("x").describe()
+    assert (d.fired, d.missed, d.next_fire_at) == (1, 0, T0 + 2 * MIN)
+    assert len(_schedule_timers(engine.runtime.storage)) == 1
+
+
+@pytest.mark.backends("dynamodb-http")  # threads racing real HTTP requests: moto's server only
+def test_engines_on_threads_over_http_start_one_run_per_fire(
+    storage_factory: Opener, clock: VirtualClock
+) -> None:
+    engines = [
+        _engine(storage_factory, clock, ownership="workflow-lease", engine_id=f"t{i}")
+        for i in range(4)
+    ]
+    engines[0].schedule("th", "report", every="1m", overlap="allow")
+    for _ in range(3):
+        clock.advance(MIN)
+        with ThreadPoolExecutor(len(engines)) as pool:
+            list(pool.map(lambda e: e.run_maintenance(clock()), engines))
+    runs = sorted(s.id for s in engines[0].list())
+    assert runs == [_rid("th", T0 + i * MIN) for i in range(1, 4)]
+    assert all(s.status == "completed" for s in engines[0].list())
+    assert engines[0].get_schedule("th").describe().fired == 3
+
+
+# -- daylight saving time (cronsim's Debian rules, ADR 0024) -------------------------------
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def _berlin(*parts: int) -> float:
+    return datetime.datetime(*parts, tzinfo=BERLIN).timestamp()  # type: ignore[misc]
+
+
+def _fires(engine: Engine, clock: VirtualClock, until: float) -> list[str]:
+    while clock() < until:
+        _tick(engine, clock, 10 * MIN)
+    return sorted(s.id for s in engine.list())
+
+
+@pytest.mark.backends("memory", "sqlite")  # pure time arithmetic: the store plays no part
+def test_a_daily_fire_in_the_skipped_hour_runs_right_after_the_change(
+    storage_factory: Opener,
+) -> None:
+    clock = VirtualClock(_berlin(2026, 3, 28, 12))
+    engine = _engine(storage_factory, clock)
+    engine.schedule("dst", "report", cron="30 2 * * *", timezone="Europe/Berlin")
+    # 29 March: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist and fires at 03:00 CEST.
+    assert _fires(engine, clock, _berlin(2026, 3, 30, 12)) == [
+        "dst-20260329T010000Z",  # 03:00 CEST
+        "dst-20260330T003000Z",  # 02:30 CEST
+    ]
+
+
+@pytest.mark.backends("memory", "sqlite")  # pure time arithmetic: the store plays no part
+def test_a_daily_fire_in_the_repeated_hour_runs_once(storage_factory: Opener) -> None:
+    clock = VirtualClock(_berlin(2026, 10, 24, 12))
+    engine = _engine(storage_factory, clock)
+    engine.schedule("dst", "report", cron="30 2 * * *", timezone="Europe/Berlin")
+    # 25 October: 03:00 CEST goes back to 02:00 CET; 02:30 happens twice and fires once.
+    assert _fires(engine, clock, _berlin(2026, 10, 26, 12)) == [
+        "dst-20261025T003000Z",  # 02:30 CEST, the first occurrence
+        "dst-20261026T013000Z",  # 02:30 CET
+    ]
+
+
+@pytest.mark.backends("memory", "sqlite")  # pure time arithmetic: the store plays no part
+def test_a_sub_hourly_schedule_fires_in_both_occurrences_of_the_repeated_hour(
+    storage_factory: Opener,
+) -> None:
+    clock = VirtualClock(_berlin(2026, 10, 25, 1, 45))
+    engine = _engine(storage_factory, clock)
+    engine.schedule("half", "report", cron="*/30 2 * * *", timezone="Europe/Berlin")
+    assert _fires(engine, clock, _berlin(2026, 10, 25, 4)) == [
+        "half-20261025T000000Z",  # 02:00 CEST
+        "half-20261025T003000Z",  # 02:30 CEST
+        "half-20261025T010000Z",  # 02:00 CET
+        "half-20261025T013000Z",  # 02:30 CET: distinct UTC instants, distinct run ids
+    ]
