@@ -151,17 +151,20 @@ def _plan_due(rt: Runtime, rec: ScheduleRecord, now: float, taken: set[str]) -> 
     last = fires[-1]
     missed = len(fires) - 1
     late = now - spec.due(sid, last)
-    if late > spec.catchup_window:
+    too_late = late > spec.catchup_window
+    if too_late:
         missed += 1
         plan = _Plan(current)
     else:
         plan = _fire(rt, current, last, taken)
     if missed:
+        latest = last if too_late else fires[-2]
         logger.warning(
-            "schedule %s missed %d fire(s) up to %s (found %.0f s late; catchup_window %.0f s)",
+            "schedule %s missed %d fire(s), the latest %s (the pass came %.0f s after the "
+            "last due fire; catchup_window %.0f s)",
             sid,
             missed,
-            run_id(sid, last),
+            run_id(sid, latest),
             late,
             spec.catchup_window,
         )
