@@ -21,6 +21,7 @@ from weft_serverless import (
     UnknownWorkflowTypeError,
     workflow,
 )
+from weft_serverless.engine.schedules.spec import MAX_FIRES_COUNTED
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.testing import DelegatingStorage, SimulatedCrash, VirtualClock
@@ -537,3 +538,20 @@ def test_a_sub_hourly_schedule_fires_in_both_occurrences_of_the_repeated_hour(
         "half-20261025T010000Z",  # 02:00 CET
         "half-20261025T013000Z",  # 02:30 CET: distinct UTC instants, distinct run ids
     ]
+
+
+@pytest.mark.backends("memory", "sqlite")  # pure time arithmetic: the store plays no part
+@pytest.mark.parametrize(
+    ("timing", "missed"), [({"every": "1m"}, 143_999), ({"cron": "* * * * *"}, MAX_FIRES_COUNTED)]
+)
+def test_a_long_outage_starts_the_latest_fire_and_counts_what_it_can(
+    storage_factory: Opener, clock: VirtualClock, timing: dict[str, str], missed: int
+) -> None:
+    """100 days of minutely fires: the pass starts the latest one at once (cron counts up to
+    MAX_FIRES_COUNTED missed fires: stepping cron costs time a pass does not have)."""
+    engine = _engine(storage_factory, clock)
+    h = engine.schedule("long-outage", "report", **timing)  # type: ignore[arg-type]
+    _tick(engine, clock, 100 * 86400 + 30)
+    assert [s.id for s in engine.list()] == [_rid("long-outage", T0 + 100 * 86400)]
+    d = h.describe()
+    assert (d.fired, d.missed, d.next_fire_at) == (1, missed, T0 + 100 * 86400 + MIN)

@@ -147,9 +147,9 @@ def _plan_due(rt: Runtime, rec: ScheduleRecord, now: float, taken: set[str]) -> 
         return None
     assert rec.next is not None
     spec, sid = rec.spec, rec.id
-    fires = [f for f in spec.fires_through(rec.next, now) if keys.is_due(now, spec.due(sid, f))]
-    last = fires[-1]
-    missed = len(fires) - 1
+    last, due_count = spec.latest_due(sid, rec.next, now)
+    assert last is not None  # rec.next itself is due
+    missed = due_count - 1
     late = now - spec.due(sid, last)
     too_late = late > spec.catchup_window
     if too_late:
@@ -158,7 +158,7 @@ def _plan_due(rt: Runtime, rec: ScheduleRecord, now: float, taken: set[str]) -> 
     else:
         plan = _fire(rt, current, last, taken)
     if missed:
-        latest = last if too_late else fires[-2]
+        latest = last if too_late else spec.at_or_before(last - 1e-3) or last
         logger.warning(
             "schedule %s missed %d fire(s), the latest %s (the pass came %.0f s after the "
             "last due fire; catchup_window %.0f s)",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,13 +23,14 @@ from cronsim import CronSim, CronSimError
 from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.schedule_errors import InvalidScheduleError
+from weft_serverless.storage.keys import is_due
 
 Overlap = Literal["skip", "queue", "cancel_running", "allow"]
 OVERLAPS: tuple[str, ...] = ("skip", "queue", "cancel_running", "allow")
 DEFAULT_CATCHUP_WINDOW = 300.0
 """Seconds a fire may be found late and still start: longer than the usual one-minute tick."""
-MAX_FIRES_COUNTED = 100_000
-"""The most fires one pass steps through to count the ones an outage missed."""
+MAX_FIRES_COUNTED = 1000
+"""The most cron fires one pass steps through to count the ones an outage missed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +83,43 @@ class Spec:
             return None
         return fire
 
-    def fires_through(self, first: float, moment: float) -> Iterator[float]:
-        """Nominal fires from ``first`` (a fire) up to ``moment``, at most ``MAX_FIRES_COUNTED``."""
-        fire: float | None = first
-        for _ in range(MAX_FIRES_COUNTED):
-            if fire is None or fire > moment:
-                return
-            yield fire
-            fire = self.next_after(fire)
+    def latest_due(self, schedule_id: str, first: float, now: float) -> tuple[float | None, int]:
+        """The most recent fire from ``first`` on that is due at ``now``, and how many fires
+        are due from ``first`` to it (for a cron expression, counted up to
+        ``MAX_FIRES_COUNTED``: stepping cron is slow, and a longer outage is not told apart)."""
+        fire = self.at_or_before(now)
+        while fire is not None and fire >= first and not is_due(now, self.due(schedule_id, fire)):
+            fire = self.at_or_before(fire - 1e-3)  # jittered past now: the one before
+        if fire is None or fire < first:
+            return None, 0
+        if self.every is not None:
+            return fire, round((fire - first) / self.every) + 1
+        count, step = 1, first
+        while step < fire and count < MAX_FIRES_COUNTED:
+            following = self.next_after(step)
+            if following is None or following >= fire:
+                break
+            count, step = count + 1, following
+        return fire, count + (1 if first < fire else 0)
+
+    def at_or_before(self, moment: float) -> float | None:
+        """The last nominal fire at or before ``moment`` within [start_at, end_at]."""
+        if self.end_at is not None:
+            moment = min(moment, self.end_at)
+        if self.every is not None:
+            anchor = self.start_at or 0.0
+            fire: float | None = anchor + math.floor((moment - anchor) / self.every) * self.every
+        else:
+            assert self.cron is not None
+            # Reverse stepping yields fires strictly before its start: start a second later.
+            start = datetime.datetime.fromtimestamp(math.floor(moment) + 1, ZoneInfo(self.timezone))
+            try:
+                fire = next(CronSim(self.cron, start, reverse=True)).timestamp()
+            except StopIteration:
+                fire = None
+        if fire is None or (self.start_at is not None and fire < self.start_at):
+            return None
+        return fire
 
     def due(self, schedule_id: str, fire: float) -> float:
         """When the fire may start: ``fire`` plus its jitter offset, the same on every engine."""
