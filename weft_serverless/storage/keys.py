@@ -7,6 +7,7 @@ Layout (DESIGN.md section 4):
 * ``timers#{shard}``, ``status#{status}#{shard}`` are hash-sharded global indexes written in the
   same atomic batch as the change they index; they are read shard by shard.
 * ``idem#{key}`` maps an idempotency key to a workflow id; ``meta`` holds store-wide records.
+* ``schedules`` holds one record per schedule, sorted by id.
 
 Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can never contain the
 ``#`` separator. Times are epoch milliseconds zero-padded to 16 digits so they sort as text.
