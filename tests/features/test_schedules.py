@@ -93,7 +93,7 @@ def test_an_interval_schedule_starts_one_run_per_fire_named_by_its_time(
     _tick(engine, clock, 15 * MIN)
     assert engine.describe(_rid("rep", T0 + 30 * MIN)).status == "completed"
     d = h.describe()
-    assert (d.fired, d.missed, d.skipped, d.running) == (2, 0, 0, ())
+    assert (d.fired, d.missed, d.skipped, d.running) == (2, 0, 0, [])
     assert d.last_fire_at == T0 + 30 * MIN
     assert d.next_fire_at == T0 + 45 * MIN
     assert len(_schedule_timers(engine.runtime.storage)) == 1  # only the next fire's
@@ -121,17 +121,17 @@ def test_skip_starts_nothing_while_a_previous_run_is_not_terminal(
     h = engine.schedule("s", "long", every="1m", overlap="skip")
     _tick(engine, clock, MIN)
     first = _rid("s", T0 + MIN)
-    assert h.describe().running == (first,)
+    assert h.describe().running == [first]
     engine.suspend(first)  # suspended holds the slot too
     _tick(engine, clock, MIN)
     assert engine.describe(first).status == "suspended"
     d = h.describe()
-    assert (d.fired, d.skipped, d.running) == (1, 1, (first,))
+    assert (d.fired, d.skipped, d.running) == (1, 1, [first])
     engine.resume(first)
     engine.signal(first, "done")
     _tick(engine, clock, MIN)
     d = h.describe()
-    assert (d.fired, d.skipped, d.running) == (2, 1, (_rid("s", T0 + 3 * MIN),))
+    assert (d.fired, d.skipped, d.running) == (2, 1, [_rid("s", T0 + 3 * MIN)])
 
 
 def test_queue_keeps_one_fire_waiting_and_starts_it_when_the_previous_run_ends(
@@ -149,7 +149,7 @@ def test_queue_keeps_one_fire_waiting_and_starts_it_when_the_previous_run_ends(
     queued = _rid("q", T0 + 2 * MIN)
     assert engine.describe(queued).status == "running"
     d = h.describe()
-    assert (d.fired, d.queued_fire_at, d.running) == (2, None, (queued,))
+    assert (d.fired, d.queued_fire_at, d.running) == (2, None, [queued])
 
 
 def test_cancel_running_cancels_the_previous_run_then_starts(
@@ -161,7 +161,7 @@ def test_cancel_running_cancels_the_previous_run_then_starts(
     _tick(engine, clock, MIN)
     assert engine.describe(_rid("c", T0 + MIN)).status == "cancelled"
     assert engine.describe(_rid("c", T0 + 2 * MIN)).status == "running"
-    assert h.describe().running == (_rid("c", T0 + 2 * MIN),)
+    assert h.describe().running == [_rid("c", T0 + 2 * MIN)]
 
 
 def test_allow_always_starts(storage_factory: Opener, clock: VirtualClock) -> None:
@@ -169,7 +169,7 @@ def test_allow_always_starts(storage_factory: Opener, clock: VirtualClock) -> No
     h = engine.schedule("a", "long", every="1m", overlap="allow")
     _tick(engine, clock, MIN)
     _tick(engine, clock, MIN)
-    assert h.describe().running == (_rid("a", T0 + MIN), _rid("a", T0 + 2 * MIN))
+    assert h.describe().running == [_rid("a", T0 + MIN), _rid("a", T0 + 2 * MIN)]
 
 
 # -- catch-up, jitter, start and end -------------------------------------------------------

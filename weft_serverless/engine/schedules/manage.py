@@ -46,7 +46,7 @@ class ScheduleDescription:
     fired: int
     missed: int
     skipped: int
-    running: tuple[str, ...]
+    running: list[str]
     catchup_window: float
     jitter: float
     start_at: float | None
@@ -147,7 +147,7 @@ def describe(rt: Runtime, rec: ScheduleRecord) -> ScheduleDescription:
         fired=rec.fired,
         missed=rec.missed,
         skipped=rec.skipped,
-        running=live_runs(rt, rec.running),
+        running=list(live_runs(rt, rec.running)),
         catchup_window=spec.catchup_window,
         jitter=spec.jitter,
         start_at=spec.start_at,
