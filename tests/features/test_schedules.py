@@ -555,3 +555,39 @@ def test_a_long_outage_starts_the_latest_fire_and_counts_what_it_can(
     assert [s.id for s in engine.list()] == [_rid("long-outage", T0 + 100 * 86400)]
     d = h.describe()
     assert (d.fired, d.missed, d.next_fire_at) == (1, missed, T0 + 100 * 86400 + MIN)
+
+
+def test_under_lease_a_deposed_engine_s_fire_batch_is_refused(
+    storage_factory: Opener, clock: VirtualClock
+) -> None:
+    """The fire batch carries the store lease's condition: an engine whose lease was taken
+    between its read and its write starts nothing (the schedule's record and the run's id
+    are as it read them: only the lease refuses the batch); the new holder fires once."""
+    engines: list[Engine] = []
+
+    def take_over() -> None:
+        clock.advance(31)  # past the old holder's lease: another engine takes the store
+        engines.append(_engine(storage_factory, clock, ownership="lease", engine_id="new"))
+
+    racing = _FireHook(storage_factory(), "before", take_over)
+    old = Engine.create(
+        racing,
+        WORKFLOWS,
+        background_tasks="manual",
+        clock=clock,
+        ownership="lease",
+        engine_id="old",
+        lease_ttl=30,
+    )
+    h = old.schedule("fenced", "report", every="1m")
+    clock.advance(MIN)
+    with pytest.warns(RuntimeWarning, match="lost the store-wide lease"):
+        old.run_maintenance(clock())
+    new = engines[0]
+    assert new.list() == []
+    assert new.get_schedule("fenced").describe().fired == 0
+    new.run_maintenance(clock())
+    assert [s.id for s in new.list()] == [_rid("fenced", T0 + MIN)]
+    assert new.describe(_rid("fenced", T0 + MIN)).status == "completed"
+    assert new.get_schedule("fenced").describe().fired == 1
+    assert h.describe().fired == 1  # read through the old engine's handle: one fire
