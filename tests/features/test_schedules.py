@@ -591,3 +591,18 @@ def test_under_lease_a_deposed_engine_s_fire_batch_is_refused(
     assert new.describe(_rid("fenced", T0 + MIN)).status == "completed"
     assert new.get_schedule("fenced").describe().fired == 1
     assert h.describe().fired == 1  # read through the old engine's handle: one fire
+
+
+def test_a_fire_whose_run_a_trigger_started_in_the_same_second_moves_on(
+    storage_factory: Opener, clock: VirtualClock
+) -> None:
+    engine = _engine(storage_factory, clock)
+    h = engine.schedule("same", "report", every="1m", overlap="allow")
+    clock.advance(MIN)
+    triggered = h.trigger()
+    assert triggered is not None and triggered.id == _rid("same", T0 + MIN)
+    report = engine.run_maintenance(clock())
+    assert report.timers_fired == 1 and "timers_retained" not in report.parts
+    d = h.describe()
+    assert (d.fired, d.next_fire_at) == (1, T0 + 2 * MIN)
+    assert [s.id for s in engine.list()] == [_rid("same", T0 + MIN)]
