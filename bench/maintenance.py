@@ -97,16 +97,22 @@ def measure_schedules(storage: Storage, count: int, ownership: str) -> str:
     engine.schedule("due-now", "noop", every="1h")
     clock.advance(3600.0)
     storage.stats.reset()
+    meter = getattr(storage, "meter", None)
+    units = meter.snapshot() if meter is not None else None
     report = engine.run_maintenance()
     fire = storage.stats.snapshot()
     assert report.timers_fired == 1, report
     engine.close()
-    return (
+    line = (
         f"idle pass {idle['requests']:>3} req {idle['scanned_items']:>3} items;"
         f" a pass firing one schedule {fire['requests']:>3} req"
         f" (+{fire['requests'] - idle['requests']} over idle: the fire, and the run it starts"
         " and drives to its end)"
     )
+    if meter is not None and units is not None:
+        used = meter.snapshot() - units
+        line += f" {used.read_units} RRU {used.write_units} WRU"
+    return line
 
 
 def noop(ctx, _):  # type: ignore[no-untyped-def]
