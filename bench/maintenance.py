@@ -7,6 +7,10 @@ shard by shard. Prints storage requests and items read per pass, wall time, on D
 (moto, in-process) the request units, and the claims lost on the way (the parking happens in
 one ``engine.invocation()``, whose heartbeat renews claims on its own thread meanwhile; it
 should print 0). Run: ``python bench/maintenance.py`` (``--sizes``, ``--backends``).
+
+Then schedules: an idle pass with S schedules none of which is due (their next fires are
+timers due tomorrow) must cost what it costs with none, and one fire's cost is printed apart:
+the requests of a pass in which one schedule is due, minus an idle pass's (``--schedules``).
 """
 
 from __future__ import annotations
@@ -73,13 +77,79 @@ def measure(storage: Storage, parked: int, ownership: str) -> tuple[str, str]:
     return cells[0], cells[1]
 
 
+def measure_schedules(storage: Storage, count: int, ownership: str) -> str:
+    """Idle pass with ``count`` schedules, none due; then the extra cost of one fire."""
+    clock = VirtualClock()
+    engine = Engine.create(
+        storage,
+        {"nap": DEFINITION, "noop": NOOP},
+        ownership=ownership,  # type: ignore[arg-type]
+        background_tasks="manual",
+        clock=clock,
+        recover=False,
+    )
+    for index in range(count):
+        engine.schedule(f"sched-{index:05d}", "noop", every="1d", start_at=clock() + 86400)
+    clock.advance(60.0)
+    storage.stats.reset()
+    engine.run_maintenance()
+    idle = storage.stats.snapshot()
+    engine.schedule("due-now", "noop", every="1h")
+    clock.advance(3600.0)
+    storage.stats.reset()
+    meter = getattr(storage, "meter", None)
+    units = meter.snapshot() if meter is not None else None
+    report = engine.run_maintenance()
+    fire = storage.stats.snapshot()
+    assert report.timers_fired == 1, report
+    engine.close()
+    line = (
+        f"idle pass {idle['requests']:>3} req {idle['scanned_items']:>3} items;"
+        f" a pass firing one schedule {fire['requests']:>3} req"
+        f" (+{fire['requests'] - idle['requests']} over idle: the fire, and the run it starts"
+        " and drives to its end)"
+    )
+    if meter is not None and units is not None:
+        used = meter.snapshot() - units
+        line += f" {used.read_units} RRU {used.write_units} WRU"
+    return line
+
+
+def noop(ctx, _):  # type: ignore[no-untyped-def]
+    return "done"
+    yield
+
+
+NOOP = workflow("noop").execute(noop)
+
+
+def schedules(backends: list[str], counts: list[int]) -> None:
+    print("one maintenance pass, S schedules none of which is due")
+    print(f"{'backend':<10}{'ownership':<16}{'S':>6}   cost")
+    for count in counts if "memory" in backends else ():
+        for ownership in ("none", "workflow-lease"):
+            line = measure_schedules(MemoryStorage(), count, ownership)
+            print(f"{'memory':<10}{ownership:<16}{count:>6}   {line}", flush=True)
+    if "dynamodb" not in backends:
+        return
+    with moto_dynamodb() as moto:
+        for count in counts:
+            for ownership in ("none", "workflow-lease"):
+                storage = moto.storage(f"weft-sched-{count}-{ownership}")
+                line = measure_schedules(storage, count, ownership)
+                print(f"{'dynamodb':<10}{ownership:<16}{count:>6}   {line}", flush=True)
+                moto.client.delete_table(TableName=storage.table_name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000", help="comma-separated N values")
     parser.add_argument("--backends", default="memory,dynamodb", help="memory and/or dynamodb")
+    parser.add_argument("--schedules", default="0,10000", help="comma-separated S values")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     backends = args.backends.split(",")
+    schedules(backends, [int(count) for count in args.schedules.split(",")])
     print("one maintenance pass, N workflows parked on a 1 h sleep")
     print(f"{'backend':<10}{'ownership':<16}{'N':>6}   idle pass / pass where all N fall due")
     for parked in sizes if "memory" in backends else ():

@@ -12,6 +12,8 @@ approval       signals raced against a timer, escalation, query, update
 batch          fan-out to child workflows, fan-in report (with ``batch_chunk``)
 reminder       a durable timer until a due time, repeats until acknowledged
 order          the five-step order of ``weft demo`` (examples/order.py)
+scheduled_     a nightly cron schedule in a time zone (examples/scheduled_report.py)
+report
 =============  ===================================================================
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from examples import approval, batch, order, order_saga, reminder
+from examples import approval, batch, order, order_saga, reminder, scheduled_report
 from weft_serverless import WorkflowDefinition
 
 workflows: dict[str, WorkflowDefinition] = {
@@ -28,6 +30,7 @@ workflows: dict[str, WorkflowDefinition] = {
     **batch.workflows,
     **reminder.workflows,
     **order.workflows,
+    **scheduled_report.workflows,
 }
 
 SAMPLES: dict[str, Any] = {
@@ -36,4 +39,5 @@ SAMPLES: dict[str, Any] = {
     "batch": batch.SAMPLE_INPUT,
     "reminder": reminder.SAMPLE_INPUT,
     "order": order.SAMPLE_ORDER,
+    "scheduled_report": scheduled_report.SAMPLE_INPUT,
 }

@@ -28,6 +28,8 @@ from weft_serverless.engine.inspection import (
 )
 from weft_serverless.engine.maintenance import MaintenanceReport
 from weft_serverless.engine.records import STATUSES as WORKFLOW_STATUSES
+from weft_serverless.engine.schedules.handle import ScheduleHandle
+from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.errors import (
     ActivityFailedError,
     ActivityReconciliationError,
@@ -69,6 +71,11 @@ from weft_serverless.errors import (
 )
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
+from weft_serverless.schedule_errors import (
+    InvalidScheduleError,
+    ScheduleAlreadyExistsError,
+    ScheduleNotFoundError,
+)
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
 from weft_serverless.workflow import WorkflowDefinition, workflow
 
@@ -94,6 +101,7 @@ __all__ = [
     "EngineLeaseUnavailableError",
     "Holder",
     "InvalidArgumentError",
+    "InvalidScheduleError",
     "MaintenanceReport",
     "MemoryStorage",
     "NondeterminismError",
@@ -103,6 +111,10 @@ __all__ = [
     "RetryPolicy",
     "SQLiteStorage",
     "Saga",
+    "ScheduleAlreadyExistsError",
+    "ScheduleDescription",
+    "ScheduleHandle",
+    "ScheduleNotFoundError",
     "StorageError",
     "StorageLimitError",
     "TimelineStep",

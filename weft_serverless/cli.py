@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo(subcommands)
     _add_dev(subcommands)
     _add_operator(subcommands)
+    _add_schedules(subcommands)
     return parser
 
 
@@ -105,6 +106,12 @@ def _add_operator(subcommands: argparse._SubParsersAction[argparse.ArgumentParse
     from weft_serverless.cli_commands import operator
 
     operator.add(subcommands)
+
+
+def _add_schedules(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import schedules
+
+    schedules.add(subcommands)
 
 
 # -- weft demo ---------------------------------------------------------------------------------

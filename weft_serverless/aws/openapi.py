@@ -124,6 +124,55 @@ COMPONENTS: dict[str, Schema] = {
     "UpdateResult": _obj({"id": {"type": "string"}, "update": {"type": "string"}, "result": ANY}),
     "QueryResult": _obj({"id": {"type": "string"}, "query": {"type": "string"}, "result": ANY}),
     "ActivityAccepted": _obj({"accepted": {"type": "boolean"}}),
+    "Schedule": _obj(
+        {
+            "id": {"type": "string"},
+            "workflow_type": {"type": "string"},
+            "cron": NULLABLE_STRING,
+            "every": {"type": ["number", "null"], "description": "Seconds."},
+            "timezone": {"type": "string"},
+            "overlap": {"type": "string", "enum": ["skip", "queue", "cancel_running", "allow"]},
+            "paused": {"type": "boolean"},
+            "next_fire_at": {
+                "type": ["number", "null"],
+                "description": "Nominal time of the next fire, epoch seconds; null while "
+                "paused or after end_at.",
+            },
+            "last_fire_at": {"type": ["number", "null"]},
+            "fired": {"type": "integer"},
+            "missed": {"type": "integer"},
+            "skipped": {"type": "integer"},
+            "running": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Ids of runs it started that are not terminal.",
+            },
+            "catchup_window": {"type": "number"},
+            "jitter": {"type": "number"},
+            "start_at": {"type": ["number", "null"]},
+            "end_at": {"type": ["number", "null"]},
+            "queued_fire_at": {"type": ["number", "null"]},
+            "input": ANY,
+        },
+        required=["id", "workflow_type", "overlap", "paused", "next_fire_at", "running"],
+    ),
+    "SchedulePage": _obj(
+        {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Schedule"}}}
+    ),
+    "ScheduleDeleted": _obj({"id": {"type": "string"}, "deleted": {"type": "boolean"}}),
+    "ScheduleFired": _obj(
+        {
+            "schedule": {"$ref": "#/components/schemas/Schedule"},
+            "workflow_id": {
+                "type": ["string", "null"],
+                "description": "The run started; null when the overlap policy skipped or "
+                "queued the fire.",
+            },
+        }
+    ),
+    "ScheduleBackfilled": _obj(
+        {"id": {"type": "string"}, "workflow_ids": {"type": "array", "items": {"type": "string"}}}
+    ),
 }
 
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless import jsonable
+from weft_serverless import ScheduleAlreadyExistsError, ScheduleNotFoundError, jsonable
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     CodecError,
@@ -46,8 +46,10 @@ ERROR_STATUSES: tuple[tuple[type[WeftError], int, bool], ...] = (
     (UnknownUpdateError, 400, False),
     (UnknownWorkflowTypeError, 400, False),
     (WorkflowNotFoundError, 404, False),
+    (ScheduleNotFoundError, 404, False),
     (ActivityTokenNotFoundError, 404, False),
     (WorkflowAlreadyExistsError, 409, False),
+    (ScheduleAlreadyExistsError, 409, False),
     (WorkflowNotRunningError, 409, False),
     (WorkflowClaimUnavailableError, 409, True),
     (WorkflowBusyError, 409, True),

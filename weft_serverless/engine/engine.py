@@ -26,10 +26,11 @@ from .operator_moves import OperatorMoves
 from .ownership import Mode, Timing, mode_factory
 from .records import RUNNING
 from .runtime import MAX_TIMERS_PER_PASS, BackgroundTasks, Runtime, assemble, wall_clock
+from .schedule_moves import ScheduleMoves
 from .session import Session
 
 
-class Engine(OperatorMoves):
+class Engine(OperatorMoves, ScheduleMoves):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:

@@ -30,6 +30,7 @@ from . import control, retention
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
+from .schedules import firing as schedule_firing
 from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
 
@@ -163,8 +164,9 @@ def _write_moves(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
 class _Actions:
     """What timer handlers do (``timers.TimerActions``), carried out on this engine."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
         self._rt = rt
+        self._dispatcher = dispatcher
 
     def close_children(self, workflow_id: str) -> None:
         control.close_children(self._rt, workflow_id)
@@ -178,11 +180,19 @@ class _Actions:
     def activate_delayed(self, workflow_id: str) -> bool:
         return control.activate_delayed(self._rt, workflow_id)
 
+    def fire_schedule(self, schedule_id: str) -> None:
+        """Start what the schedule has due, then drive each run it started."""
+
+        def drive(workflow_id: str) -> None:
+            self._dispatcher.run(workflow_id, "start")
+
+        schedule_firing.fire_due(self._rt, schedule_id, drive)
+
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:
     """Act on a workflow's due timers: each kind's handler in table order (``timers.KINDS``),
     then one drive for the kinds that wake it. Unknown kinds only wake."""
-    actions = _Actions(rt)
+    actions = _Actions(rt, dispatcher)
     wake: list[str] = []
     try:
         for kind in firing_order(names):

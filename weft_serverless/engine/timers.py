@@ -51,6 +51,8 @@ class TimerActions(Protocol):
 
     def activate_delayed(self, workflow_id: str) -> bool: ...
 
+    def fire_schedule(self, schedule_id: str) -> None: ...
+
 
 Handler = Callable[[TimerActions, str], str | None]
 """Fires one due kind for a workflow: returns how the firing ends, or None to go on."""
@@ -97,6 +99,11 @@ def _activate_delayed(actions: TimerActions, workflow_id: str) -> str | None:
     return None
 
 
+def _fire_schedule(actions: TimerActions, schedule_id: str) -> str | None:
+    actions.fire_schedule(schedule_id)
+    return None
+
+
 # Firing order is table order: close children, purge, time out, activate, then one drive.
 CLOSE_CHILDREN = TimerKind(
     "close-children", "run", "close-children", "closing children", False, _close_children
@@ -116,6 +123,9 @@ CHILD = TimerKind("child", "event", "c", "child finished")
 SIGNAL = TimerKind("signal", "event", "g", "signal")
 ASYNC_ACTIVITY = TimerKind("async-activity", "event", "a", "async activity completed")
 RESUME = TimerKind("resume", "step", None, "resumed")
+# A schedule's next fire (and a queued fire's chance when a run of it ends): armed under the
+# schedule's id, never a run's; it wakes no run itself, the runs it starts are driven.
+SCHEDULE = TimerKind("schedule", "run", "schedule", "schedule fire", False, _fire_schedule)
 
 KINDS: tuple[TimerKind, ...] = (
     CLOSE_CHILDREN,
@@ -132,6 +142,7 @@ KINDS: tuple[TimerKind, ...] = (
     SIGNAL,
     ASYNC_ACTIVITY,
     RESUME,
+    SCHEDULE,
 )
 
 BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}

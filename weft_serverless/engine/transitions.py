@@ -69,6 +69,9 @@ def move(
         # Due at once: the maintenance pass cancels the children even if this process dies
         # right after the terminal commit (the inline path usually does it first).
         ops.append(timers.arm(timers.CLOSE_CHILDREN, state.id, now))
+    if state.extra.get("schedule_wake"):
+        # A run of an overlap="queue" schedule ended: its queued fire may start now.
+        ops.append(timers.arm(timers.SCHEDULE, state.extra["schedule"], now))
     window = rt.retention.get(status)
     if window is not None:
         ops.append(timers.arm(timers.RETENTION, state.id, now + window))

@@ -7,6 +7,7 @@ Layout (DESIGN.md section 4):
 * ``timers#{shard}``, ``status#{status}#{shard}`` are hash-sharded global indexes written in the
   same atomic batch as the change they index; they are read shard by shard.
 * ``idem#{key}`` maps an idempotency key to a workflow id; ``meta`` holds store-wide records.
+* ``schedules`` holds one record per schedule, sorted by id.
 
 Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can never contain the
 ``#`` separator. Times are epoch milliseconds zero-padded to 16 digits so they sort as text.
@@ -290,3 +291,13 @@ def idempotency_key(key: str) -> Key:
 
 def meta_key(name: str) -> Key:
     return Key(META_PARTITION, name)
+
+
+SCHEDULE_PARTITION = "schedules"
+"""One record per schedule (its definition and state), in one partition so that listing
+schedules is one range read; a maintenance pass never reads it (a schedule's next fire is a
+timer), so idle schedules cost nothing."""
+
+
+def schedule_key(schedule_id: str) -> Key:
+    return Key(SCHEDULE_PARTITION, enc(schedule_id))

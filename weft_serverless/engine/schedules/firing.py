@@ -1,0 +1,228 @@
+"""Firing a schedule: each fire is one atomic batch that advances the schedule's record and
+starts the run (``{schedule_id}-{T:%Y%m%dT%H%M%SZ}``), conditional on the record as read.
+
+Two engines firing the same tick race on that condition (and on the run's state being
+absent): one batch lands, the other re-reads and finds nothing left to do. Under ``lease``
+and ``workflow-lease`` the batch carries the start's ownership fragment (the store-lease
+condition, or this engine's claim on the new run); a batch that starts nothing carries the
+fence every outside write carries.
+
+Catch-up: one pass starts at most the most recent due fire, and only when it is found within
+``catchup_window`` of its due time; every older due fire is counted in ``missed`` and logged.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from weft_serverless.errors import WeftError
+from weft_serverless.schedule_errors import InvalidScheduleError, ScheduleNotFoundError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op
+
+from .. import control, lifecycle
+from ..records import TERMINAL, WorkflowState
+from ..runtime import Runtime, logger
+from . import record as records
+from .record import ScheduleRecord
+
+Wake = Callable[[str], None]
+"""Drives a run a fire started (the pass's dispatcher, or the engine's session)."""
+ATTEMPTS = 8
+MAX_BACKFILL = 1000
+"""The most fires one ``backfill`` call starts or counts."""
+SCHEDULE_FIELD = "schedule"
+"""The run's state names the schedule that started it."""
+WAKE_FIELD = "schedule_wake"
+"""Set on runs of a ``queue`` schedule: their end arms the schedule's timer at once."""
+
+
+def run_id(schedule_id: str, fire: float) -> str:
+    """The id of the run a fire at ``fire`` (epoch seconds) starts: the same on every engine."""
+    moment = datetime.datetime.fromtimestamp(fire, datetime.UTC)
+    return f"{schedule_id}-{moment:%Y%m%dT%H%M%SZ}"
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One batch: the record after it, its other writes, and the run it starts (if any)."""
+
+    record: ScheduleRecord
+    ops: list[Op] = field(default_factory=list)
+    start: WorkflowState | None = None
+    cancel: tuple[str, ...] = ()
+    more: bool = False  # a later fire is still due: plan again after this one lands
+
+
+def live_runs(rt: Runtime, running: tuple[str, ...]) -> tuple[str, ...]:
+    """The runs in ``running`` that are not terminal (one read each; a purged run is not)."""
+    live = []
+    for workflow_id in running:
+        data = rt.storage.get(keys.state_key(workflow_id))
+        if data is not None and WorkflowState.from_bytes(data).status not in TERMINAL:
+            live.append(workflow_id)
+    return tuple(live)
+
+
+def fire_due(rt: Runtime, schedule_id: str, wake: Wake) -> None:
+    """The schedule's timer fired: start a queued fire whose slot freed, and the most recent
+    due fire (overlap applies), then arm the next fire's timer."""
+    taken: set[str] = set()
+    for _ in range(ATTEMPTS):
+        try:
+            rec, raw = records.read(rt, schedule_id)
+        except ScheduleNotFoundError:
+            return  # deleted: a stale timer
+        plan = _plan_due(rt, rec, rt.now(), taken)
+        if plan is None:
+            return
+        started = _commit(rt, raw, plan)
+        if started is None:
+            # Raced: another engine fired, or this fire's run exists already (a trigger in
+            # the same second started it): then the fire is done, and only the record moves.
+            if plan.start is not None and rt.storage.get(keys.state_key(plan.start.id)):
+                taken.add(plan.start.id)
+            continue
+        if started:
+            wake(started)
+        if not plan.more:
+            return
+    raise _racing(schedule_id)  # the pass keeps the timer: a later pass fires it
+
+
+def trigger(rt: Runtime, schedule_id: str, at: float, wake: Wake) -> str | None:
+    """Fire now (``at``): the run's id, or None when the overlap policy skipped or queued it.
+    A fire whose run exists already (a repeated call in the same second) returns that run."""
+    return _fire_at(rt, schedule_id, at, wake)[0]
+
+
+def backfill(rt: Runtime, schedule_id: str, start: float, end: float, wake: Wake) -> list[str]:
+    """Fire every nominal fire in [start, end] oldest first, overlap applied to each; a fire
+    whose run exists already is passed over. Returns the ids of the runs started."""
+    rec, _ = records.read(rt, schedule_id)
+    fires = []
+    fire = rec.spec.next_after(start - 1e-6)
+    while fire is not None and fire <= end:
+        fires.append(fire)
+        if len(fires) > MAX_BACKFILL:
+            raise InvalidScheduleError(
+                f"backfill covers more than {MAX_BACKFILL} fires; split the interval", "end"
+            )
+        fire = rec.spec.next_after(fire)
+    started = []
+    for fire in fires:
+        workflow_id, new = _fire_at(rt, schedule_id, fire, wake)
+        if workflow_id is not None and new:
+            started.append(workflow_id)
+    return started
+
+
+def _fire_at(rt: Runtime, schedule_id: str, at: float, wake: Wake) -> tuple[str | None, bool]:
+    """One fire at ``at`` outside the timer: (the run's id or None, whether it is new)."""
+    workflow_id = run_id(schedule_id, at)
+    for _ in range(ATTEMPTS):
+        if rt.storage.get(keys.state_key(workflow_id)) is not None:
+            return workflow_id, False
+        rec, raw = records.read(rt, schedule_id)
+        plan = _fire(rt, replace(rec, running=live_runs(rt, rec.running)), at)
+        started = _commit(rt, raw, plan)
+        if started is None:
+            continue
+        if started:
+            wake(started)
+        return started or None, True
+    raise _racing(schedule_id)
+
+
+def _plan_due(rt: Runtime, rec: ScheduleRecord, now: float, taken: set[str]) -> _Plan | None:
+    live = live_runs(rt, rec.running)
+    current = replace(rec, running=live)
+    if rec.queued is not None and not live and not rec.paused:
+        plan = _fire(rt, replace(current, queued=None), rec.queued, taken)
+        plan.more = _next_due(rec, now)
+        return plan
+    if not _next_due(rec, now):
+        return None
+    assert rec.next is not None
+    spec, sid = rec.spec, rec.id
+    last, due_count = spec.latest_due(sid, rec.next, now)
+    assert last is not None  # rec.next itself is due
+    missed = due_count - 1
+    late = now - spec.due(sid, last)
+    too_late = late > spec.catchup_window
+    if too_late:
+        missed += 1
+        plan = _Plan(current)
+    else:
+        plan = _fire(rt, current, last, taken)
+    if missed:
+        latest = last if too_late else spec.at_or_before(last - 1e-3) or last
+        logger.warning(
+            "schedule %s missed %d fire(s), the latest %s (the pass came %.0f s after the "
+            "last due fire; catchup_window %.0f s)",
+            sid,
+            missed,
+            run_id(sid, latest),
+            late,
+            spec.catchup_window,
+        )
+    advanced, ops = replace(plan.record, missed=plan.record.missed + missed).rearmed(rt, last)
+    plan.record, plan.ops = advanced, plan.ops + ops
+    return plan
+
+
+def _next_due(rec: ScheduleRecord, now: float) -> bool:
+    if rec.paused or rec.next is None:
+        return False
+    return keys.is_due(now, rec.spec.due(rec.id, rec.next))
+
+
+def _fire(rt: Runtime, rec: ScheduleRecord, fire: float, taken: set[str] | None = None) -> _Plan:
+    """One fire at ``fire`` with the overlap policy applied; ``rec.running`` is live.
+    ``taken``: run ids found existing, whose fire is done already."""
+    overlap = rec.spec.overlap
+    if taken and run_id(rec.id, fire) in taken:
+        return _Plan(rec)
+    if rec.running and overlap == "skip":
+        return _Plan(replace(rec, skipped=rec.skipped + 1))
+    if rec.running and overlap == "queue":
+        if rec.queued is not None:
+            return _Plan(replace(rec, skipped=rec.skipped + 1))  # one fire waits at most
+        return _Plan(replace(rec, queued=fire))
+    cancel = rec.running if overlap == "cancel_running" else ()
+    state = lifecycle.new_state(rt, rec.workflow_type, run_id(rec.id, fire), rec.input)
+    state.extra[SCHEDULE_FIELD] = rec.id
+    if overlap == "queue":
+        state.extra[WAKE_FIELD] = True
+    running = (*(r for r in rec.running if r not in cancel), state.id)
+    last = fire if rec.last is None else max(rec.last, fire)
+    advanced = replace(rec, fired=rec.fired + 1, last=last, running=running)
+    return _Plan(advanced, start=state, cancel=cancel)
+
+
+def _commit(rt: Runtime, raw: bytes, plan: _Plan) -> str | None:
+    """Write one plan; the started run's id ("" when none), or None when refused."""
+    for workflow_id in plan.cancel:
+        control.cancel(rt, workflow_id)
+    condition = Condition(keys.schedule_key(plan.record.id), raw)
+    ops = [records.put(plan.record), *plan.ops]
+    if plan.start is None:
+        if rt.storage.conditional_batch([condition, *rt.fence.external_conditions()], ops):
+            return ""
+        rt.fence.check_store_fence()
+        return None
+    fragment = lifecycle.start_fragment(rt, plan.start)
+    if rt.storage.conditional_batch([condition, *fragment.conditions], fragment.ops + ops):
+        rt.fence.claim_landed(plan.start.id)
+        rt.parked.discard(plan.start.id)
+        logger.info("schedule %s started %s", plan.record.id, plan.start.id)
+        return plan.start.id
+    rt.fence.forget_start(plan.start.id)
+    rt.fence.check_store_fence()
+    return None
+
+
+def _racing(schedule_id: str) -> WeftError:
+    return WeftError(f"schedule {schedule_id!r} kept racing other writers; try again")
