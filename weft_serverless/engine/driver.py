@@ -26,6 +26,7 @@ from weft_serverless.errors import (
     StorageLimitError,
     VersionMismatchError,
 )
+from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
@@ -197,7 +198,11 @@ class _Run:
             except StorageLimitError as exc:  # refused before sending: nothing was written
                 outcome = Outcome(error=exc)
                 continue
-            except (NondeterminismError, ActivityReconciliationError) as exc:
+            except (
+                NondeterminismError,
+                ActivityReconciliationError,
+                HistoryLimitExceededError,
+            ) as exc:
                 return self._fail(exc)
             if done is None:
                 if self.history.wake is not None:  # parked without a write: drop the wake-up
@@ -206,6 +211,8 @@ class _Run:
                 return RUNNING
             try:
                 self.runner.commit_done(cmd, slot, done)
+            except HistoryLimitExceededError as exc:
+                return self._fail(exc)
             except StorageLimitError as exc:
                 # The step's own writes cannot fit one atomic batch, now or on any retry:
                 # raise at the yield, so the run fails with the reason instead of looping.
@@ -286,7 +293,12 @@ def _not_a_command(value: Any) -> InvalidArgumentError:
 
 
 def _fail(rt: Runtime, history: History, exc: BaseException) -> str:
-    error = error_record("workflow", type(exc).__name__, str(exc))
+    fields = (
+        {"count": exc.count, "limit": exc.limit}
+        if isinstance(exc, HistoryLimitExceededError)
+        else {}
+    )
+    error = error_record("workflow", type(exc).__name__, str(exc), **fields)
     transitions.finish(rt, history, FAILED, None, error)
     logger.info("workflow %s failed: %s: %s", history.state.id, type(exc).__name__, exc)
     return FAILED
