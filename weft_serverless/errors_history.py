@@ -22,8 +22,8 @@ class HistoryLimitExceededError(WeftError):
             f"{limit} (max_history)"
         )
         super().__init__(
-            f"workflow {workflow_id!r}: {self.reason}; raise max_history, or keep long-lived "
-            "loops short by starting a fresh run with the state they carry"
+            f"workflow {workflow_id!r}: {self.reason}; raise max_history, or end long-lived "
+            "loops with `yield ctx.continue_as_new(state)` (a fresh history, same id)"
         )
         self.workflow_id = workflow_id
         self.count = count

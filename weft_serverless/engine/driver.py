@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.commands import Command, GetVersion
+from weft_serverless.commands import Command, ContinueAsNew, GetVersion
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     ActivityReconciliationError,
@@ -31,7 +31,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import transitions, updates
+from . import continuation, transitions, updates
 from .commit import commit
 from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
@@ -74,6 +74,7 @@ def drive(
         return None if history is None else history.state.status
     if not request.read_only:
         rt.fence.confirm_history(workflow_id, history.owner_epoch)
+        continuation.forget_earlier_runs(rt, history)
     definition = rt.definitions.get(history.state.type)
     if definition is None:
         # An engine with no workflows at all (an operator tool) only stores writes: routine.
@@ -133,6 +134,7 @@ class _Run:
         self.rt, self.history, self.ctx, self.runner = rt, history, ctx, runner
         self.gen, self.request = gen, request
         self.loaded = history.top_level_steps()
+        self.first = history.state.first_step  # step i of this run is at slot first + i
 
     def loop(self, warm: ParkedRun | None = None) -> str:
         """Run the generator from the top, or on from where ``warm`` left it parked."""
@@ -144,11 +146,11 @@ class _Run:
             if parked_on is not None:
                 # Resumed warm: its updates are applied and the step is not recorded yet.
                 cmd, parked_on = parked_on, None
-                slot = keys.step_slot(step - 1)
+                slot = keys.step_slot(self.first + step - 1)
                 self.ctx.is_replaying = False
                 resumed = True
             else:
-                slot = keys.step_slot(step)
+                slot = keys.step_slot(self.first + step)
                 self.ctx.is_replaying = slot in self.history.ops
                 try:
                     if not started:
@@ -170,6 +172,12 @@ class _Run:
                     self.ctx.mark_yielded(cmd)
                 if isinstance(cmd, GetVersion):
                     outcome = self._version(cmd, step)
+                    continue
+                if isinstance(cmd, ContinueAsNew):
+                    continued = self._continue(cmd, step)
+                    if isinstance(continued, str):
+                        return continued
+                    outcome = continued
                     continue
                 if not isinstance(cmd, Command):
                     self.gen.close()
@@ -260,6 +268,22 @@ class _Run:
                 )
             )
         return Outcome(pinned)
+
+    def _continue(self, cmd: ContinueAsNew, step: int) -> str | Outcome:
+        """End this run and start the next one (engine/continuation.py); the next drive of
+        this id, queued here, runs it. A refusal is raised at the yield, nothing written."""
+        if self.request.read_only:
+            return self.history.state.status
+        try:
+            new_input = self.rt.encode_payload(cmd.input, "continue_as_new input")
+            continuation.continue_as_new(
+                self.rt, self.history, self.runner.definition, new_input, step
+            )
+        except (CodecError, PayloadTooLargeError, StorageLimitError, InvalidArgumentError) as exc:
+            return Outcome(error=exc)
+        self.gen.close()
+        self.runner.enqueue(self.ctx.workflow_id)
+        return RUNNING
 
     def _complete(self, value: Any) -> str:
         if self.request.read_only:
