@@ -13,6 +13,9 @@ run. Crashes just before and just after the batch leave a run that recovers to t
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -27,8 +30,16 @@ from feature_support import (
     sorts_with,
 )
 
-from weft_serverless import InvalidArgumentError, WorkflowDefinition, workflow
+from weft_serverless import (
+    InvalidArgumentError,
+    WorkflowDefinition,
+    WorkflowNotFoundError,
+    WorkflowNotRunningError,
+    workflow,
+)
 from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.testing import DelegatingStorage, TestEngine
 
 WF = "wf-loop"
 
@@ -267,3 +278,121 @@ def _waiting_counter(ctx: Any, state: dict[str, int]) -> Any:
             {"total": total, "round": state["round"] + 1, "rounds": state["rounds"]}
         )
     return {"total": total, "round": state["round"]}
+
+
+def test_a_second_start_with_the_idempotency_key_follows_the_chain(storage_factory: Opener) -> None:
+    calls = Calls()
+    te = make_engine(storage_factory, _defs(calls))
+    first = te.start("loop", _start(2), id=WF, idempotency_key="order-7")
+    again = te.start("loop", _start(2), id=WF, idempotency_key="order-7")
+    assert again.id == first.id == WF
+    assert again.result() == {"total": 12, "round": 1}
+    assert len(calls.log) == 6  # the second start started nothing
+
+
+def test_a_timer_the_old_run_left_only_wakes_the_new_run(storage_factory: Opener) -> None:
+    """Run 1 races a signal against a 10 s sleep; the signal wins and the run continues. The
+    sleep's timer fires in run 2, which is parked on its own wait, and changes nothing."""
+
+    def racing(ctx: Any, state: dict[str, int]) -> Any:
+        if state["round"] == 0:
+            yield ctx.race(ctx.wait_for_signal("go"), ctx.sleep(10))
+            yield ctx.continue_as_new({"round": 1})
+        return (yield ctx.wait_for_signal("done"))
+
+    te = make_engine(storage_factory, _defs(Calls(), racing))
+    te.start("loop", {"round": 0}, id=WF)
+    te.signal(WF, "go")
+    assert te.describe(WF).run == 2
+    te.advance(11)
+    description = te.describe(WF)
+    assert (description.status, description.run) == ("running", 2)
+    assert sorts_with(te.storage, WF, keys.PENDING_PREFIX) == []  # run 1's sleep: deleted
+    te.signal(WF, "done", "ok")
+    assert te.describe(WF).result == "ok"
+
+
+def test_two_engines_racing_to_the_continue_commit_one_run(storage_factory: Opener) -> None:
+    """Engine A's continue batch is refused because engine B, driving the same run, continued
+    first (mode none: the condition on the state read decides). A re-reads and finds run 2
+    parked: the continue happened once and no step of either run ran twice."""
+    calls = Calls()
+    defs = _defs(calls, body=_waiting_counter)
+    b = make_engine(storage_factory, defs)
+
+    class BFirst(DelegatingStorage):
+        armed = raced = False
+
+        def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+            if (
+                self.armed
+                and not self.raced
+                and any(isinstance(op, Put) and op.key == keys.state_key(WF) for op in ops)
+            ):
+                self.raced = True
+                b.signal(WF, "nudge")  # B drives run 1 to its continue and runs run 2
+            return self.inner.conditional_batch(conditions, ops)
+
+    storage = BFirst(storage_factory())
+    a = TestEngine(defs, storage=storage)
+    a.start("loop", _start(3), id=WF)  # run 1 parks on "go"
+    storage.armed = True
+    a.signal(WF, "go")  # A reaches the continue; B continues first
+    assert storage.raced
+    description = a.describe(WF)
+    assert (description.status, description.run) == ("running", 2)
+    assert len(calls.log) == 6  # run 1's three probes by A, run 2's three by B
+    a.signal(WF, "go")
+    assert a.describe(WF).run == 3
+    assert len(calls.log) == 9
+
+
+def test_two_engines_in_threads_drive_one_chain_to_one_end(storage_factory: Opener) -> None:
+    """Engine A starts a chain of four runs and drives it inline while engine B, in another
+    thread on its own handle, keeps waking the same id (a signal nobody waits for). Both
+    drive runs and race to their continues; the chain ends once, in run 4, with its result
+    (after at most one wake-up grace), and run 4's step slots hold one record each."""
+    calls = Calls()
+    defs = _defs(calls)
+    a, b = make_engine(storage_factory, defs), make_engine(storage_factory, defs)
+    started = threading.Event()
+    errors: list[BaseException] = []
+
+    delivered: list[str] = []
+
+    def nudge() -> None:
+        started.wait(10)
+        for _ in range(100_000):
+            try:
+                b.signal(WF, "nudge")
+                delivered.append(WF)
+            except WorkflowNotFoundError:
+                time.sleep(0)  # not created yet: let the other thread run
+            except WorkflowNotRunningError:
+                return
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    def drive() -> None:
+        started.set()
+        try:
+            a.start("loop", _start(4), id=WF)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive), threading.Thread(target=nudge)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    # A drive that lost a race leaves the run to the other engine or to its wake-up timer.
+    a.advance(61)
+    b.advance(61)
+    description = a.describe(WF)
+    assert (description.status, description.run) == ("completed", 4)
+    assert description.result == {"total": 24, "round": 3}
+    first = 9  # three top-level steps in each of runs 1-3
+    current = [s for s in sorts_with(a.storage, WF, keys.OP_PREFIX) if s >= f"op#{first:08d}"]
+    assert current == [f"op#{first + i:08d}" for i in range(3)]
