@@ -396,3 +396,24 @@ def test_two_engines_in_threads_drive_one_chain_to_one_end(storage_factory: Open
     first = 9  # three top-level steps in each of runs 1-3
     current = [s for s in sorts_with(a.storage, WF, keys.OP_PREFIX) if s >= f"op#{first:08d}"]
     assert current == [f"op#{first + i:08d}" for i in range(3)]
+
+
+def test_an_update_that_drives_a_run_into_its_continue_lands_in_the_next_run(
+    storage_factory: Opener,
+) -> None:
+    """The run's sleep is due but not driven yet when an update arrives: the update's drive
+    carries the run to its continue, then drives the new run to its first park point and
+    applies the update there (rather than reporting the run as not parked)."""
+
+    def body(ctx: Any, state: dict[str, int]) -> Any:
+        ctx.on_update("tag", lambda item: f"run {state['round'] + 1} took {item}")
+        if state["round"] == 0:
+            yield ctx.sleep(5)
+            yield ctx.continue_as_new({"round": 1})
+        return (yield ctx.wait_for_signal("done"))
+
+    te = make_engine(storage_factory, _defs(Calls(), body))
+    te.start("loop", {"round": 0}, id=WF)
+    te.clock.advance(5)  # due, but no maintenance pass has fired the timer
+    assert te.engine.update(WF, "tag", "x") == "run 2 took x"
+    assert te.describe(WF).run == 2

@@ -44,6 +44,7 @@ RETAIN = "retain"
 COLLECT = "collect"
 BUSY = "busy"
 DEPOSED = "deposed"
+_CONTINUED = "continued"  # internal: the run continued as new (see ``drive``)
 
 
 @dataclass(slots=True)
@@ -66,8 +67,23 @@ def drive(
 
     In ``read_only`` mode nothing runs or is written: the generator is replayed up to the
     end of its recorded history and the context is left in ``request.ctx`` for a query.
+    A run that continues as new is driven again by a later drive of its id (queued here),
+    unless an update waits to be applied: then this drive carries the new run on to its
+    first park point and applies the update there.
     """
     request = request or DriveRequest()
+    while True:
+        status = _drive_once(rt, workflow_id, enqueue, request)
+        if status != _CONTINUED:
+            return status
+        if request.update is None:
+            enqueue(workflow_id)
+            return RUNNING
+
+
+def _drive_once(
+    rt: Runtime, workflow_id: str, enqueue: Callable[[str], None], request: DriveRequest
+) -> str | None:
     history = load_history(rt.storage, workflow_id)
     if history is None or (history.state.status != RUNNING and not request.read_only):
         _drop_parked(rt, workflow_id)
@@ -270,8 +286,8 @@ class _Run:
         return Outcome(pinned)
 
     def _continue(self, cmd: ContinueAsNew, step: int) -> str | Outcome:
-        """End this run and start the next one (engine/continuation.py); the next drive of
-        this id, queued here, runs it. A refusal is raised at the yield, nothing written."""
+        """End this run and start the next one (engine/continuation.py); ``drive`` sees to
+        the next run. A refusal is raised at the yield, nothing written."""
         if self.request.read_only:
             return self.history.state.status
         try:
@@ -282,8 +298,7 @@ class _Run:
         except (CodecError, PayloadTooLargeError, StorageLimitError, InvalidArgumentError) as exc:
             return Outcome(error=exc)
         self.gen.close()
-        self.runner.enqueue(self.ctx.workflow_id)
-        return RUNNING
+        return _CONTINUED
 
     def _complete(self, value: Any) -> str:
         if self.request.read_only:
