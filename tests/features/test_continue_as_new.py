@@ -37,9 +37,9 @@ from weft_serverless import (
     WorkflowNotRunningError,
     workflow,
 )
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op, Put
-from weft_serverless.testing import DelegatingStorage, TestEngine
+from weft_serverless.storage import MemoryStorage, keys
+from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.testing import CrashingStorage, DelegatingStorage, TestEngine
 
 WF = "wf-loop"
 
@@ -417,3 +417,58 @@ def test_an_update_that_drives_a_run_into_its_continue_lands_in_the_next_run(
     te.clock.advance(5)  # due, but no maintenance pass has fired the timer
     assert te.engine.update(WF, "tag", "x") == "run 2 took x"
     assert te.describe(WF).run == 2
+
+
+class _CrashAfterFirstCleanup(CrashingStorage):
+    """Crashes right after the first batch made only of deletes (a cleanup chunk) lands."""
+
+    def _arm(self, ops: Sequence[Op]) -> None:
+        if not self.crashed and ops and all(isinstance(op, Delete) for op in ops):
+            self.crash_after_write = self.writes + 1
+
+    def _batch(self, ops: Sequence[Op]) -> None:
+        self._arm(ops)
+        super()._batch(ops)
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        self._arm(ops)
+        return super()._conditional_batch(conditions, ops)
+
+
+@pytest.mark.backends("dynamodb", "dynamodb-http")  # the others take 10,000 items a batch
+def test_a_crash_between_cleanup_chunks_leaves_records_the_next_drive_deletes(
+    storage_factory: Opener,
+) -> None:
+    """150 records take two chunks under DynamoDB's 100-item limit; the process dies after
+    the first. The records left are never replayed: the recovered run's wake-up drives it,
+    and that drive deletes them."""
+    _crash_between_cleanup_chunks(storage_factory)
+
+
+def test_a_crash_between_cleanup_chunks_on_a_store_with_a_small_batch_limit() -> None:
+    """The same on memory, configured with DynamoDB's 100-item batch limit."""
+    store = MemoryStorage(max_batch_ops=100)
+    _crash_between_cleanup_chunks(lambda: store)
+
+
+def _crash_between_cleanup_chunks(storage_factory: Opener) -> None:
+    def long_run(ctx: Any, state: dict[str, int]) -> Any:
+        for i in range(150 if state["round"] == 0 else 1):
+            yield ctx.run("probe", i)
+        if state["round"] == 0:
+            yield ctx.continue_as_new({"round": 1})
+        return (yield ctx.wait_for_signal("go"))
+
+    calls = Calls()
+    defs = _defs(calls, long_run)
+    te = TestEngine(defs, storage=_CrashAfterFirstCleanup(storage_factory()))
+    with expect_crash():
+        te.start("loop", {"round": 0}, id=WF)
+    left = sorts_with(te.storage, WF, keys.OP_PREFIX)
+    assert 0 < len(left) < 150 and all(sort < "op#00000150" for sort in left)
+    recover_fresh(te, storage_factory)
+    te.advance(61)  # the wake-up the continue batch armed
+    assert sorts_with(te.storage, WF, keys.OP_PREFIX) == ["op#00000150"]
+    assert len(calls.log) == 151
+    te.signal(WF, "go", "done")
+    assert te.describe(WF).result == "done"
