@@ -13,6 +13,9 @@ every step commit is one fsync). Run from the repository root::
    (a new SQLite connection, as a restarted process would open) recovers it, then receives
    the signal and finishes. Both replay all N steps from the op log, so time and items read
    grow with N, while requests stay flat (one range read of the workflow's partition).
+3. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
+   R runs chained by ``continue_as_new`` (R x N steps in all). Items read follow N, not R x N:
+   earlier runs' records are deleted by the drive after each continue.
 """
 
 from __future__ import annotations
@@ -53,10 +56,22 @@ def parked(ctx: WorkflowContext, steps: int) -> Generator[Any, Any, int]:
     return steps
 
 
+def chained(ctx: WorkflowContext, chain: dict[str, int]) -> Generator[Any, Any, int]:
+    for index in range(chain["steps"]):
+        yield ctx.run(noop, index)
+    if chain["run"] + 1 < chain["runs"]:
+        yield ctx.continue_as_new({**chain, "run": chain["run"] + 1})
+    yield ctx.wait_for_signal("go")
+    return chain["steps"]
+
+
 WORKFLOWS = {
     "sequential": workflow("sequential").activities(noop=noop).execute(sequential),
     "parked": workflow("parked").activities(noop=noop).execute(parked),
+    "chained": workflow("chained").activities(noop=noop).execute(chained),
 }
+CHAIN_STEPS = 100
+CHAIN_RUNS = (1, 10)
 
 
 @contextmanager
@@ -111,15 +126,20 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
     }
 
 
-def resume(backend: str, steps: int, runs: int) -> dict[str, float]:
-    """Median cost for a fresh engine to recover a run parked after ``steps``, then finish it."""
+def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, float]:
+    """Median cost for a fresh engine to recover a run parked after ``steps``, then finish it
+    (with ``chain``: parked after ``steps`` in the last of ``chain`` continued runs)."""
     recover_s: list[float] = []
     finish_s: list[float] = []
     recover_stats: dict[str, int] = {}
     finish_stats: dict[str, int] = {}
     for _ in range(runs):
         with store(backend) as open_store:
-            engine_on(open_store()).start("parked", steps, id="parked")
+            if chain:
+                first = {"steps": steps, "runs": chain, "run": 0}
+                engine_on(open_store()).start("chained", first, id="parked")
+            else:
+                engine_on(open_store()).start("parked", steps, id="parked")
             storage = open_store()  # the first engine is dropped without cleanup
             storage.stats.reset()
             began = time.perf_counter()
@@ -186,6 +206,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['recover_items']:>11.0f}  {r['finish_ms']:>9.2f} "
                 f"{r['us_per_replayed']:>8.1f} {r['finish_reads']:>6.0f} "
                 f"{r['finish_items']:>11.0f} {r['finish_writes']:>6.0f}"
+            )
+    print(
+        f"\nResume after continue_as_new: parked after N={CHAIN_STEPS} steps in the last of R "
+        f"runs (R x N steps in all), recovered, then signalled (median of {args.runs})"
+    )
+    print(f"{'backend':<8} {'R':>3} {'R x N':>6} {'reads':>6} {'items read':>11}  {'ms':>9}")
+    for backend in ("memory", "sqlite"):
+        for chain in CHAIN_RUNS:
+            r = resume(backend, CHAIN_STEPS, args.runs, chain)
+            print(
+                f"{backend:<8} {chain:>3} {chain * CHAIN_STEPS:>6} {r['finish_reads']:>6.0f} "
+                f"{r['finish_items']:>11.0f}  {r['finish_ms']:>9.2f}"
             )
     print(
         "\nreads = gets + range scans (a scan counts once, however many pages it reads)\n"

@@ -69,6 +69,7 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
+from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.schedule_errors import (
@@ -99,6 +100,7 @@ __all__ = [
     "Engine",
     "EngineLeaseLostError",
     "EngineLeaseUnavailableError",
+    "HistoryLimitExceededError",
     "Holder",
     "InvalidArgumentError",
     "InvalidScheduleError",

@@ -164,6 +164,19 @@ class GetVersion(Command[int]):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ContinueAsNew(Command[None]):
+    """End this run and start the workflow again, same id, fresh history, new ``input``.
+
+    Takes no step slot: it is the run's last command (the engine never sends a value back).
+    """
+
+    input: Any = field(repr=False)
+
+    def signature(self) -> str:
+        return "continue_as_new"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Record(Command[Any]):
     """A value computed once and recorded (``now``, ``uuid``, ``random``, ``memo``)."""
 

@@ -17,6 +17,7 @@ from weft_serverless.commands import (
     PARENT_CLOSE_POLICIES,
     All,
     Command,
+    ContinueAsNew,
     Duration,
     GetVersion,
     ParentClosePolicy,
@@ -230,6 +231,15 @@ class WorkflowContext:
         if min_supported > max_supported:
             raise InvalidArgumentError("min_supported must be <= max_supported")
         return self._made(GetVersion(change_id, min_supported, max_supported))
+
+    def continue_as_new(self, input: Any = None) -> ContinueAsNew:
+        """End this run and start the workflow again with ``input``: same workflow id, a
+        fresh history (so resume cost stays bounded), buffered signals carried over.
+
+        ``yield ctx.continue_as_new(state)``: nothing after it runs in this run. Await or
+        abandon children first: a run with open children cannot continue.
+        """
+        return self._made(ContinueAsNew(input))
 
     def saga(self) -> Saga:
         """A compensation list (see ``weft_serverless.saga.Saga``)."""

@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from weft_serverless.activity import ActivitySpec, Verification
-from weft_serverless.errors import WorkflowBuilderError
+from weft_serverless.errors import InvalidArgumentError, WorkflowBuilderError
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +75,8 @@ class WorkflowDefinition:
         default_factory=lambda: MappingProxyType({})
     )
     compatible_versions: frozenset[str] = frozenset()
+    # At most this many committed step records per run (None: unbounded); see history_limit.
+    max_history: int | None = None
 
     def accepts_version(self, version: str) -> bool:
         """Whether a run started on ``version`` may be resumed by this definition."""
@@ -93,10 +95,17 @@ class WorkflowDefinition:
 class WorkflowBuilder:
     """Collects a workflow's parts; ``execute`` validates them and returns the definition."""
 
-    def __init__(self, name: str, version: str, compatible_versions: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        compatible_versions: tuple[str, ...] = (),
+        max_history: int | None = None,
+    ) -> None:
         self._name = name
         self._version = version
         self._compatible = frozenset(compatible_versions)
+        self._max_history = max_history
         self._activities: dict[str, Callable[..., Any] | ActivitySpec] | None = None
         self._issues: list[str] = []
         self._done = False
@@ -154,7 +163,12 @@ class WorkflowBuilder:
             name: ActivityDefinition.of(name, f) for name, f in (self._activities or {}).items()
         }
         return WorkflowDefinition(
-            self._name, self._version, fn, MappingProxyType(activities), self._compatible
+            self._name,
+            self._version,
+            fn,
+            MappingProxyType(activities),
+            self._compatible,
+            self._max_history,
         )
 
 
@@ -168,11 +182,25 @@ def _is_text(value: str) -> bool:
 
 
 def workflow(
-    name: str, version: str = "1", *, compatible_versions: tuple[str, ...] = ()
+    name: str,
+    version: str = "1",
+    *,
+    compatible_versions: tuple[str, ...] = (),
+    max_history: int | None = None,
 ) -> WorkflowBuilder:
     """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``.
 
     A run keeps the ``version`` it started on; recovering it under another version fails
-    that run, unless its version is listed in ``compatible_versions``.
+    that run, unless its version is listed in ``compatible_versions``. ``max_history``
+    bounds the step records one run may commit: the step that would exceed it fails the
+    run with ``HistoryLimitExceededError`` instead (a loop cannot grow a history forever).
     """
-    return WorkflowBuilder(name, version, compatible_versions)
+    if max_history is not None and (
+        isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 1
+    ):
+        raise InvalidArgumentError(
+            f"max_history must be a whole number of at least 1 (or None for no bound), "
+            f"got {max_history!r}",
+            "max_history",
+        )
+    return WorkflowBuilder(name, version, compatible_versions, max_history)

@@ -118,9 +118,11 @@ def test_describe(api: Api) -> None:
         "parent_id",
         "owner",
         "input",
+        "run",
         "failed_attempts",
     }
     assert reply.body["input"] == {"n": 1}
+    assert reply.body["run"] == 1
     assert reply.body["failed_attempts"] == []
 
 

@@ -61,7 +61,15 @@ def _one_step(ctx: Any, order: Any) -> Any:
     return (yield ctx.run("quick", order))
 
 
+def _chained(ctx: Any, rounds: int) -> Any:
+    yield ctx.run("quick", rounds)
+    if rounds > 1:
+        yield ctx.continue_as_new(rounds - 1)
+    return (yield ctx.wait_for_signal("go"))
+
+
 FLOWS = {
+    "chained": workflow("chained").activities(quick=_quick).execute(_chained),
     "racer": workflow("racer").execute(_racer),
     "napper": workflow("napper").execute(_napper),
     "retrier": workflow("retrier").activities(down=_down).execute(_retrier),
@@ -74,6 +82,7 @@ FLOWS = {
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("show") / "weft.db"
     with Engine.create(SQLiteStorage(path), FLOWS, background_tasks="manual") as engine:
+        engine.start("chained", 3, id="chained")
         engine.start("racer", None, id="race-won")
         engine.signal("race-won", "go", "now")
         engine.start("napper", None, id="nap-cancelled")
@@ -102,6 +111,20 @@ def show(capsys: pytest.CaptureFixture[str], db: Path, workflow_id: str) -> tupl
 def rows(text: str) -> list[str]:
     lines = text[text.index("STEP") :].splitlines()[1:]
     return lines[: lines.index("")] if "" in lines else lines
+
+
+def test_a_continued_run_shows_its_run_number_and_only_its_own_steps(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """Run 3 of a chain: steps 1 and 2 belonged to runs 1 and 2 (continuing takes no step) and
+    are gone; run 3's activity is step 3 and its wait, step 4, is where it is parked."""
+    text, shown = show(capsys, db, "chained")
+    assert re.search(r"^run +3$", text, re.MULTILINE)
+    assert shown["run"] == 3
+    assert [(s["step"], s["status"]) for s in shown["steps"]] == [
+        ("3", "ok"),
+        ("4", "waiting"),
+    ]
 
 
 def test_a_completed_race_shows_its_losing_branch_as_lost(

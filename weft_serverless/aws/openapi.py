@@ -60,6 +60,11 @@ COMPONENTS: dict[str, Schema] = {
             "parent_id": NULLABLE_STRING,
             "owner": {"type": ["object", "null"], "description": "Current claim holder."},
             "input": ANY,
+            "run": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Which run of this id: 1, then one more per continue_as_new.",
+            },
             "failed_attempts": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
@@ -79,6 +84,7 @@ COMPONENTS: dict[str, Schema] = {
             "parent_id",
             "owner",
             "input",
+            "run",
         ],
     ),
     "FailedAttempt": _obj(

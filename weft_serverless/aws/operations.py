@@ -59,6 +59,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "parent_id": description.parent_id,
         "owner": description.owner,
         "input": description.input,
+        "run": description.run,
         **(
             {}
             if description.failed_attempts is None

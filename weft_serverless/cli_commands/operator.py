@@ -138,6 +138,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ("workflow", description.id),
         ("type", f"{description.workflow_type} (version {description.version})"),
         ("status", description.status),
+        *([("run", str(description.run))] if description.run > 1 else []),
         ("created", render.timestamp(description.created_at)),
         ("updated", render.timestamp(description.updated_at)),
     ]
@@ -185,6 +186,7 @@ def _description_json(description: WorkflowDescription) -> dict[str, Any]:
         "type": description.workflow_type,
         "version": description.version,
         "status": description.status,
+        "run": description.run,
         "created_at": description.created_at,
         "updated_at": description.updated_at,
         "parent_id": description.parent_id,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.commands import Command, GetVersion
+from weft_serverless.commands import Command, ContinueAsNew, GetVersion
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     ActivityReconciliationError,
@@ -26,11 +26,12 @@ from weft_serverless.errors import (
     StorageLimitError,
     VersionMismatchError,
 )
+from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import transitions, updates
+from . import continuation, transitions, updates
 from .commit import commit
 from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
@@ -43,6 +44,7 @@ RETAIN = "retain"
 COLLECT = "collect"
 BUSY = "busy"
 DEPOSED = "deposed"
+_CONTINUED = "continued"  # internal: the run continued as new (see ``drive``)
 
 
 @dataclass(slots=True)
@@ -65,14 +67,30 @@ def drive(
 
     In ``read_only`` mode nothing runs or is written: the generator is replayed up to the
     end of its recorded history and the context is left in ``request.ctx`` for a query.
+    A run that continues as new is driven again by a later drive of its id (queued here),
+    unless an update waits to be applied: then this drive carries the new run on to its
+    first park point and applies the update there.
     """
     request = request or DriveRequest()
+    while True:
+        status = _drive_once(rt, workflow_id, enqueue, request)
+        if status != _CONTINUED:
+            return status
+        if request.update is None:
+            enqueue(workflow_id)
+            return RUNNING
+
+
+def _drive_once(
+    rt: Runtime, workflow_id: str, enqueue: Callable[[str], None], request: DriveRequest
+) -> str | None:
     history = load_history(rt.storage, workflow_id)
     if history is None or (history.state.status != RUNNING and not request.read_only):
         _drop_parked(rt, workflow_id)
         return None if history is None else history.state.status
     if not request.read_only:
         rt.fence.confirm_history(workflow_id, history.owner_epoch)
+        continuation.forget_earlier_runs(rt, history)
     definition = rt.definitions.get(history.state.type)
     if definition is None:
         # An engine with no workflows at all (an operator tool) only stores writes: routine.
@@ -132,6 +150,7 @@ class _Run:
         self.rt, self.history, self.ctx, self.runner = rt, history, ctx, runner
         self.gen, self.request = gen, request
         self.loaded = history.top_level_steps()
+        self.first = history.state.first_step  # step i of this run is at slot first + i
 
     def loop(self, warm: ParkedRun | None = None) -> str:
         """Run the generator from the top, or on from where ``warm`` left it parked."""
@@ -143,11 +162,11 @@ class _Run:
             if parked_on is not None:
                 # Resumed warm: its updates are applied and the step is not recorded yet.
                 cmd, parked_on = parked_on, None
-                slot = keys.step_slot(step - 1)
+                slot = keys.step_slot(self.first + step - 1)
                 self.ctx.is_replaying = False
                 resumed = True
             else:
-                slot = keys.step_slot(step)
+                slot = keys.step_slot(self.first + step)
                 self.ctx.is_replaying = slot in self.history.ops
                 try:
                     if not started:
@@ -169,6 +188,12 @@ class _Run:
                     self.ctx.mark_yielded(cmd)
                 if isinstance(cmd, GetVersion):
                     outcome = self._version(cmd, step)
+                    continue
+                if isinstance(cmd, ContinueAsNew):
+                    continued = self._continue(cmd, step)
+                    if isinstance(continued, str):
+                        return continued
+                    outcome = continued
                     continue
                 if not isinstance(cmd, Command):
                     self.gen.close()
@@ -197,7 +222,11 @@ class _Run:
             except StorageLimitError as exc:  # refused before sending: nothing was written
                 outcome = Outcome(error=exc)
                 continue
-            except (NondeterminismError, ActivityReconciliationError) as exc:
+            except (
+                NondeterminismError,
+                ActivityReconciliationError,
+                HistoryLimitExceededError,
+            ) as exc:
                 return self._fail(exc)
             if done is None:
                 if self.history.wake is not None:  # parked without a write: drop the wake-up
@@ -206,6 +235,8 @@ class _Run:
                 return RUNNING
             try:
                 self.runner.commit_done(cmd, slot, done)
+            except HistoryLimitExceededError as exc:
+                return self._fail(exc)
             except StorageLimitError as exc:
                 # The step's own writes cannot fit one atomic batch, now or on any retry:
                 # raise at the yield, so the run fails with the reason instead of looping.
@@ -254,6 +285,21 @@ class _Run:
             )
         return Outcome(pinned)
 
+    def _continue(self, cmd: ContinueAsNew, step: int) -> str | Outcome:
+        """End this run and start the next one (engine/continuation.py); ``drive`` sees to
+        the next run. A refusal is raised at the yield, nothing written."""
+        if self.request.read_only:
+            return self.history.state.status
+        try:
+            new_input = self.rt.encode_payload(cmd.input, "continue_as_new input")
+            continuation.continue_as_new(
+                self.rt, self.history, self.runner.definition, new_input, step
+            )
+        except (CodecError, PayloadTooLargeError, StorageLimitError, InvalidArgumentError) as exc:
+            return Outcome(error=exc)
+        self.gen.close()
+        return _CONTINUED
+
     def _complete(self, value: Any) -> str:
         if self.request.read_only:
             return self.history.state.status
@@ -286,7 +332,12 @@ def _not_a_command(value: Any) -> InvalidArgumentError:
 
 
 def _fail(rt: Runtime, history: History, exc: BaseException) -> str:
-    error = error_record("workflow", type(exc).__name__, str(exc))
+    fields = (
+        {"count": exc.count, "limit": exc.limit}
+        if isinstance(exc, HistoryLimitExceededError)
+        else {}
+    )
+    error = error_record("workflow", type(exc).__name__, str(exc), **fields)
     transitions.finish(rt, history, FAILED, None, error)
     logger.info("workflow %s failed: %s: %s", history.state.id, type(exc).__name__, exc)
     return FAILED

@@ -46,6 +46,7 @@ class WorkflowDescription:
     owner: dict[str, Any] | None = None
     input: Any = None
     failed_attempts: tuple[dict[str, Any], ...] | None = None
+    run: int = 1  # 1, then one more per continue_as_new (same id, fresh history)
 
     @classmethod
     def of(
@@ -67,6 +68,7 @@ class WorkflowDescription:
             owner=owner,
             input=decode(state.input),
             failed_attempts=None if failed_attempts is None else tuple(failed_attempts),
+            run=state.run,
         )
 
     @property

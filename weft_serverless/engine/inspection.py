@@ -308,7 +308,7 @@ def _add_parked_parents(steps: dict[str, TimelineStep], history: History) -> Non
         return
     tops = [keys.counter_value(slot) for slot in steps if "." not in slot]
     done = [keys.counter_value(slot) for slot in history.ops if "." not in slot]
-    parked_step = max(done) + 1 if done else 0
+    parked_step = max(done) + 1 if done else history.state.first_step
     parked = keys.step_slot(parked_step)
     if not tops or max(tops) < parked_step:
         step = TimelineStep(parked, keys.describe_slot(parked), "-", "waiting")

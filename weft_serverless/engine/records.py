@@ -31,6 +31,10 @@ STATUSES = (PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, CANCELLED, TIMED_OUT
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT})
 
 
+RUN_FIELD = "run"
+FIRST_STEP_FIELD = "base"
+
+
 @dataclass(slots=True)
 class WorkflowState:
     """The head record of a workflow: who it is and where it stands."""
@@ -49,6 +53,17 @@ class WorkflowState:
     extra: dict[str, Any] = field(default_factory=dict)
     # The result is in its own record (keys.result_key): input and result did not fit in one.
     result_apart: bool = False
+
+    @property
+    def run(self) -> int:
+        """Which run of this workflow id this is: 1, then one more per ``continue_as_new``."""
+        return int(self.extra.get(RUN_FIELD, 1))
+
+    @property
+    def first_step(self) -> int:
+        """The step counter this run's first step takes: runs of one id never share a slot,
+        so an earlier run's records, until deleted, are told apart by their slot alone."""
+        return int(self.extra.get(FIRST_STEP_FIELD, 0))
 
     def to_bytes(self) -> bytes:
         apart = {"rapart": True} if self.result_apart else {}
@@ -142,6 +157,9 @@ class History:
     # The owner epoch stored when the partition was read (workflow-lease): a drive compares it
     # with the claim it runs on before it runs anything (the read costs nothing extra).
     owner_epoch: bytes | None = None
+    # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
+    # deleted by the next drive (see engine/continuation.py).
+    earlier: list[str] = field(default_factory=list)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -220,10 +238,13 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     """
     state_bytes: bytes | None = None
     h = History(_PLACEHOLDER, b"")
+    slotted: list[tuple[str, str]] = []
     for sort, value in storage.scan(keys.workflow_partition(workflow_id)):
         if sort.startswith(_REPLAYED):
             h.replayed[sort] = value
         family, _, rest = sort.partition("#")
+        if family in _SLOTTED_FAMILIES:
+            slotted.append((sort, rest.split("#", 1)[0]))
         if family in _DECODED_FAMILIES:  # first: nearly every record is one of these
             record = decode_record(value, f"record {sort!r} of workflow {workflow_id!r}")
             _file(h, family, rest, sort, value, record)
@@ -241,7 +262,27 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
+    if h.state.first_step > 0:
+        _drop_earlier_runs(h, slotted)
     return h
+
+
+def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
+    """Set aside the records of runs before a ``continue_as_new``: their step slots are
+    below this run's first step. Replay never sees them; ``h.earlier`` names them."""
+    first = h.state.first_step
+    old = {slot for _, slot in slotted if keys.counter_value(slot.split(".", 1)[0]) < first}
+    if not old:
+        return
+    h.earlier = [sort for sort, slot in slotted if slot in old]
+    for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied):
+        for slot in old & table.keys():
+            del table[slot]
+    for ref_table in (h.async_results, h.started):
+        for ref in [ref for ref in ref_table if ref.split("#", 1)[0] in old]:
+            del ref_table[ref]
+    for sort in h.earlier:
+        h.replayed.pop(sort, None)
 
 
 def _family(prefix: str) -> str:
@@ -284,6 +325,11 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
     elif family == _ACTIVITY_STARTED:
         h.started[rest] = record
 
+
+_SLOTTED_FAMILIES = frozenset(
+    {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
+)
+"""Families whose key starts with the step slot they belong to (after ``family#``)."""
 
 _REPLAYED = (keys.OP_PREFIX, keys.UPDATE_APPLIED_PREFIX, keys.VERSION_PREFIX)
 _PLACEHOLDER = WorkflowState("", "", "", "", b"", 0.0, 0.0)

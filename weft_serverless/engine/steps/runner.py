@@ -23,6 +23,7 @@ from weft_serverless.commands import (
     WaitUntil,
 )
 
+from .. import history_limit
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
 from . import activities, children, compose, recorded, waits
@@ -63,6 +64,7 @@ class StepRunner(StepScope):
         return Outcome(decode_value(record))
 
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
+        history_limit.check(self.history, self.definition)
         self.check_parked_signature(cmd, slot)
         self.signature = cmd.signature()
         handler = lookup(HANDLERS, cmd)

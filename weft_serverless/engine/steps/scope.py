@@ -20,7 +20,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from .. import timers, wakeups
+from .. import history_limit, timers, wakeups
 from ..commit import commit, commit_cleanup, commit_step
 from ..outcomes import Done, Outcome
 from ..records import History
@@ -71,6 +71,7 @@ class StepScope(ABC):
 
     def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
         """Write a finished step's op record together with its effects."""
+        history_limit.check(self.history, self.definition)
         record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
         key = keys.op_key(self.workflow_id, slot)
         conditions = [Condition(key, None), *done.conditions]
