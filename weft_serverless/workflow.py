@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from weft_serverless.activity import ActivitySpec, Verification
+from weft_serverless.concurrency import Concurrency
 from weft_serverless.errors import WorkflowBuilderError
 
 
@@ -75,6 +76,7 @@ class WorkflowDefinition:
         default_factory=lambda: MappingProxyType({})
     )
     compatible_versions: frozenset[str] = frozenset()
+    concurrency: Concurrency | None = None
 
     def accepts_version(self, version: str) -> bool:
         """Whether a run started on ``version`` may be resumed by this definition."""
@@ -93,8 +95,16 @@ class WorkflowDefinition:
 class WorkflowBuilder:
     """Collects a workflow's parts; ``execute`` validates them and returns the definition."""
 
-    def __init__(self, name: str, version: str, compatible_versions: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: str,
+        compatible_versions: tuple[str, ...] = (),
+        *,
+        concurrency: Concurrency | None = None,
+    ) -> None:
         self._name = name
+        self._concurrency = concurrency
         self._version = version
         self._compatible = frozenset(compatible_versions)
         self._activities: dict[str, Callable[..., Any] | ActivitySpec] | None = None
@@ -104,6 +114,8 @@ class WorkflowBuilder:
             self._issues.append("name must be a non-empty string")
         elif not _is_text(name):
             self._issues.append("name holds a lone surrogate, which UTF-8 cannot encode")
+        if concurrency is not None and not isinstance(concurrency, Concurrency):
+            self._issues.append("concurrency must be a Concurrency(max, key, on_limit)")
         if not isinstance(version, str) or not version:
             self._issues.append("version must be a non-empty string")
         elif not _is_text(version):
@@ -154,7 +166,12 @@ class WorkflowBuilder:
             name: ActivityDefinition.of(name, f) for name, f in (self._activities or {}).items()
         }
         return WorkflowDefinition(
-            self._name, self._version, fn, MappingProxyType(activities), self._compatible
+            self._name,
+            self._version,
+            fn,
+            MappingProxyType(activities),
+            self._compatible,
+            concurrency=self._concurrency,
         )
 
 
@@ -168,11 +185,16 @@ def _is_text(value: str) -> bool:
 
 
 def workflow(
-    name: str, version: str = "1", *, compatible_versions: tuple[str, ...] = ()
+    name: str,
+    version: str = "1",
+    *,
+    compatible_versions: tuple[str, ...] = (),
+    concurrency: Concurrency | None = None,
 ) -> WorkflowBuilder:
     """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``.
 
     A run keeps the ``version`` it started on; recovering it under another version fails
-    that run, unless its version is listed in ``compatible_versions``.
+    that run, unless its version is listed in ``compatible_versions``. ``concurrency``
+    limits how many of its runs may be active per key at once (``Concurrency``).
     """
-    return WorkflowBuilder(name, version, compatible_versions)
+    return WorkflowBuilder(name, version, compatible_versions, concurrency=concurrency)

@@ -17,6 +17,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 
+from . import concurrency
 from .records import (
     CANCELLED,
     COMPLETED,
@@ -46,6 +47,8 @@ class WorkflowDescription:
     owner: dict[str, Any] | None = None
     input: Any = None
     failed_attempts: tuple[dict[str, Any], ...] | None = None
+    concurrency_key: str | None = None
+    """The key the run counts against its type's concurrency limit (None: no limit)."""
 
     @classmethod
     def of(
@@ -67,6 +70,7 @@ class WorkflowDescription:
             owner=owner,
             input=decode(state.input),
             failed_attempts=None if failed_attempts is None else tuple(failed_attempts),
+            concurrency_key=concurrency.key_of(state),
         )
 
     @property

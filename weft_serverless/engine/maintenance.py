@@ -25,7 +25,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import control, retention
+from . import admission, control, retention
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -163,6 +163,9 @@ class _Actions:
 
     def activate_delayed(self, workflow_id: str) -> bool:
         return control.activate_delayed(self._rt, workflow_id)
+
+    def admit_queued(self, gate: str) -> int:
+        return admission.admit(self._rt, gate)
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:

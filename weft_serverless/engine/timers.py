@@ -51,6 +51,8 @@ class TimerActions(Protocol):
 
     def activate_delayed(self, workflow_id: str) -> bool: ...
 
+    def admit_queued(self, gate: str) -> int: ...
+
 
 Handler = Callable[[TimerActions, str], str | None]
 """Fires one due kind for a workflow: returns how the firing ends, or None to go on."""
@@ -97,6 +99,11 @@ def _activate_delayed(actions: TimerActions, workflow_id: str) -> str | None:
     return None
 
 
+def _admit_queued(actions: TimerActions, gate: str) -> str | None:
+    actions.admit_queued(gate)
+    return COLLECT  # names a concurrency key, not a run: nothing to drive
+
+
 # Firing order is table order: close children, purge, time out, activate, then one drive.
 CLOSE_CHILDREN = TimerKind(
     "close-children", "run", "close-children", "closing children", False, _close_children
@@ -116,6 +123,9 @@ CHILD = TimerKind("child", "event", "c", "child finished")
 SIGNAL = TimerKind("signal", "event", "g", "signal")
 ASYNC_ACTIVITY = TimerKind("async-activity", "event", "a", "async activity completed")
 RESUME = TimerKind("resume", "step", None, "resumed")
+CONCURRENCY_ADMIT = TimerKind(
+    "concurrency-admit", "run", "concurrency-admit", "concurrency slot", False, _admit_queued
+)
 
 KINDS: tuple[TimerKind, ...] = (
     CLOSE_CHILDREN,
@@ -132,6 +142,7 @@ KINDS: tuple[TimerKind, ...] = (
     SIGNAL,
     ASYNC_ACTIVITY,
     RESUME,
+    CONCURRENCY_ADMIT,
 )
 
 BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}
