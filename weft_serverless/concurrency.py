@@ -70,7 +70,8 @@ class Concurrency:
         if self.max > MAX_SLOTS:
             raise InvalidArgumentError(
                 f"Concurrency max must be at most {MAX_SLOTS}, got {self.max}; a start reads "
-                "every slot of its key", "max"
+                "every slot of its key",
+                "max",
             )
         if not callable(self.key):
             raise InvalidArgumentError(
@@ -78,8 +79,7 @@ class Concurrency:
             )
         if self.on_limit not in ON_LIMIT:
             raise InvalidArgumentError(
-                f"Concurrency on_limit must be one of {', '.join(ON_LIMIT)}, got "
-                f"{self.on_limit!r}",
+                f"Concurrency on_limit must be one of {', '.join(ON_LIMIT)}, got {self.on_limit!r}",
                 "on_limit",
             )
 

@@ -58,6 +58,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "parent_id": description.parent_id,
         "owner": description.owner,
         "input": description.input,
+        "concurrency_key": description.concurrency_key,
         **(
             {}
             if description.failed_attempts is None
