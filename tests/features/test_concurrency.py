@@ -10,6 +10,7 @@ doubles a slot; bad limits and bad key functions are typed errors before any wri
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -34,8 +35,8 @@ from weft_serverless import (
 )
 from weft_serverless.codec import decode
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Key, Storage
-from weft_serverless.testing import TestEngine
+from weft_serverless.storage.base import Key, SortRange, Storage
+from weft_serverless.testing import DelegatingStorage, TestEngine
 
 
 def _sync(ctx: Any, input: dict[str, Any]) -> Any:
@@ -282,6 +283,47 @@ def test_a_delayed_queued_run_is_admitted_then_waits_for_its_time(
     te.signal("a1", "go", "x")
     _settle(te)
     assert te.describe("a2").status == "running"
+
+
+class _AfterSlotRead(DelegatingStorage):
+    """Runs ``hook`` once, right after a read of the ``sync``/``a`` slots has been answered."""
+
+    def __init__(self, inner: Storage) -> None:
+        super().__init__(inner)
+        self.hook: Callable[[], None] | None = None
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        rows = list(super()._scan(partition, rng, limit, reverse))
+        hook, slots = self.hook, keys.concurrency_partition("sync", "a")
+        if hook is not None and partition == slots and rng.low == keys.SLOT_PREFIX:
+            self.hook = None
+            hook()
+        return iter(rows)
+
+
+def test_a_slot_freed_while_a_pass_reads_the_slots_full_still_admits(
+    storage_factory: Opener,
+) -> None:
+    """A pass fires an admit timer, reads every slot held, and only then does the holder end
+    (on another engine, in the same millisecond). The end's admit timer must survive the
+    pass deleting the timer it fired, or the queued runs would wait for ever."""
+    hooked = _AfterSlotRead(storage_factory())
+    te = TestEngine(_workflows(on_limit="queue"), storage=hooked)
+    other = make_engine(storage_factory, _workflows(on_limit="queue"))
+    other.clock = te.clock
+    other.recover()  # rebuilt on the shared clock
+    te.start("sync", {"account": "a"}, id="a1")
+    te.start("sync", {"account": "a"}, id="a2")
+    te.advance(1)  # a2's own admit timer: the key is full
+    te.start("sync", {"account": "a"}, id="a3")  # arms an admit timer due now
+    hooked.hook = lambda: other.signal("a1", "go", "x")
+    te.run_maintenance()  # fires it at the same instant; a1 ends right after the slot read
+    assert te.describe("a1").status == "completed"
+    _settle(te)
+    assert te.describe("a2").status == "running"
+    assert te.describe("a3").status == "pending"
 
 
 # -- child workflows -------------------------------------------------------------------------

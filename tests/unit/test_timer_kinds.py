@@ -22,7 +22,7 @@ PERSISTED = {
     "signal": "g",
     "async-activity": "a",
     "resume": None,
-    "concurrency-admit": "concurrency-admit",
+    "concurrency-admit": "q",
 }
 
 

@@ -22,6 +22,7 @@ every other workflow is unchanged.
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -191,4 +192,8 @@ def parse_gate(gate: str) -> tuple[str, str]:
 
 
 def arm_admit(workflow_type: str, key: str, now: float) -> Put:
-    return timers.arm(timers.CONCURRENCY_ADMIT, gate_id(workflow_type, key), now)
+    """An admit timer for the key, due now, under a key of its own: a pass deletes the timer
+    it fired once done, so one armed meanwhile (a slot freed while that pass read the slots
+    full) must not share its key, or its wake-up would be deleted unfired."""
+    gate = gate_id(workflow_type, key)
+    return timers.arm(timers.CONCURRENCY_ADMIT, gate, now, uuid.uuid4().hex)

@@ -124,7 +124,7 @@ SIGNAL = TimerKind("signal", "event", "g", "signal")
 ASYNC_ACTIVITY = TimerKind("async-activity", "event", "a", "async activity completed")
 RESUME = TimerKind("resume", "step", None, "resumed")
 CONCURRENCY_ADMIT = TimerKind(
-    "concurrency-admit", "run", "concurrency-admit", "concurrency slot", False, _admit_queued
+    "concurrency-admit", "event", "q", "concurrency slot", False, _admit_queued
 )
 
 KINDS: tuple[TimerKind, ...] = (
