@@ -28,6 +28,7 @@ from weft_serverless import (
     ConcurrencyKeyError,
     InvalidArgumentError,
     RetryPolicy,
+    WorkflowAlreadyExistsError,
     WorkflowConcurrencyLimitExceededError,
     WorkflowDefinition,
     WorkflowNotFoundError,
@@ -91,6 +92,20 @@ def test_reject_refuses_a_start_beyond_max_and_stores_nothing(storage_factory: O
     assert sorted(held(te.storage, "a").values()) == ["a1", "a2"]
     assert list(held(te.storage, "b").values()) == ["b1"]
     assert te.describe("a1").concurrency_key == "a"
+
+
+def test_a_repeated_start_on_a_full_key_gets_its_run_or_already_exists(
+    storage_factory: Opener,
+) -> None:
+    """The limit never hides a start that landed: a repeated idempotency key returns that
+    run, a taken id is ``WorkflowAlreadyExistsError``, as with a free slot."""
+    te = make_engine(storage_factory, _workflows())
+    first = te.start("sync", {"account": "a"}, id="a1", idempotency_key="k1")
+    again = te.start("sync", {"account": "a"}, id="a2", idempotency_key="k1")
+    assert (first.id, again.id) == ("a1", "a1")
+    with pytest.raises(WorkflowAlreadyExistsError):
+        te.start("sync", {"account": "a"}, id="a1")
+    assert list(held(te.storage, "a").values()) == ["a1"]
 
 
 def test_a_terminal_move_frees_the_slot_for_the_next_start(storage_factory: Opener) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless.codec import decode, encode
+from weft_serverless.concurrency import WorkflowConcurrencyLimitExceededError
 from weft_serverless.errors import (
     UnknownWorkflowTypeError,
     WeftError,
@@ -108,7 +109,13 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
     """
     epoch: bytes | None = None
     for attempt in range(_SLOT_RACES):
-        limit = concurrency.acquire(rt, state)
+        try:
+            limit = concurrency.acquire(rt, state)
+        except WorkflowConcurrencyLimitExceededError:
+            started = _started_before(rt, state)
+            if started is not None:
+                return started
+            raise
         fragment = start_fragment(rt, state, epoch)
         fragment.add(limit)
         if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
@@ -137,6 +144,22 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
     else:
         raise WeftError(f"the start of {state.id!r} kept racing other starts; try again")
     raise WorkflowAlreadyExistsError(state.id)
+
+
+def _started_before(rt: Runtime, state: WorkflowState) -> str | None:
+    """A start refused by a full concurrency key may repeat a start that landed: it gets
+    that run's id (a repeated idempotency key) or ``WorkflowAlreadyExistsError`` (a taken
+    id), as it would with a free slot; None when it is a new start."""
+    if state.idempotency_key is not None:
+        existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
+        if existing is not None:
+            workflow_id: str = decode(existing)["id"]
+            if rt.storage.get(keys.state_key(workflow_id)) is None:
+                raise WorkflowAlreadyExistsError(workflow_id)  # that run was purged
+            return workflow_id
+    if rt.storage.get(keys.state_key(state.id)) is not None:
+        raise WorkflowAlreadyExistsError(state.id)
+    return None
 
 
 def child_start_fragment(
