@@ -26,6 +26,7 @@ from weft_serverless import (
     ChildWorkflowFailedError,
     Concurrency,
     ConcurrencyKeyError,
+    EngineLeaseLostError,
     InvalidArgumentError,
     RetryPolicy,
     WorkflowAlreadyExistsError,
@@ -508,3 +509,32 @@ def test_a_bad_key_function_is_a_typed_error_at_the_start_and_stores_nothing(
     with pytest.raises(WorkflowNotFoundError):
         te.describe("a1")
     assert te.storage.stats.snapshot()["items_written"] == 0
+
+
+# -- fencing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ownership", ["lease", "workflow-lease"])
+def test_limits_hold_under_the_fencing_modes(storage_factory: Opener, ownership: str) -> None:
+    """Starts, the terminal free and admission all carry the mode's fence and still work."""
+    te = make_engine(storage_factory, _workflows(on_limit="queue"), ownership=ownership)
+    te.start("sync", {"account": "a"}, id="a1")
+    te.start("sync", {"account": "a"}, id="a2")
+    assert te.describe("a2").status == "pending"
+    te.signal("a1", "go", "x")
+    _settle(te)
+    assert te.describe("a2").status == "running"
+    te.signal("a2", "go", "y")
+    assert te.get_handle("a2").result() == {"account": "a", "word": "y"}
+    assert held(te.storage, "a") == {} and queue_of(te.storage, "a") == []
+
+
+def test_a_deposed_lease_holder_cannot_take_a_slot(storage_factory: Opener) -> None:
+    """Under ``lease`` a start carries the store fence: an engine whose lease was taken over
+    stores neither the run nor its slot."""
+    te = make_engine(storage_factory, _workflows(), ownership="lease")
+    te.storage.put(keys.meta_key(keys.LEASE_EPOCH), b"another-engine")
+    with pytest.raises(EngineLeaseLostError):  # the engine stops; nothing lands
+        te.start("sync", {"account": "a"}, id="a1")
+    assert held(te.storage, "a") == {}
+    assert te.storage.get(keys.state_key("a1")) is None
