@@ -84,5 +84,9 @@ class Concurrency:
             )
 
 
+MAX_KEY_BYTES = 64
+"""A key's UTF-8 bytes: with a 256-byte workflow type, an admit timer's sort key, which
+holds both percent-encoded, still fits the smallest sort key of any backend (1,024 bytes)."""
+
 MAX_SLOTS = 1000
 """A start reads every slot record of its key (one range read): this bounds that read."""

@@ -495,8 +495,14 @@ def test_a_bad_limit_is_refused_where_it_is_declared(options: dict[str, Any], fi
 
 @pytest.mark.parametrize(
     "key",
-    [lambda input: input["missing"], lambda input: 7, lambda input: None],
-    ids=["raises", "int", "none"],
+    [
+        lambda input: input["missing"],
+        lambda input: 7,
+        lambda input: None,
+        lambda input: "k" * 65,
+        lambda input: "\ud800",
+    ],
+    ids=["raises", "int", "none", "too-long", "surrogate"],
 )
 def test_a_bad_key_function_is_a_typed_error_at_the_start_and_stores_nothing(
     storage_factory: Opener, key: Any
@@ -538,3 +544,18 @@ def test_a_deposed_lease_holder_cannot_take_a_slot(storage_factory: Opener) -> N
         te.start("sync", {"account": "a"}, id="a1")
     assert held(te.storage, "a") == {}
     assert te.storage.get(keys.state_key("a1")) is None
+
+
+def test_the_longest_type_and_key_fit_every_record_and_timer(storage_factory: Opener) -> None:
+    """A 256-byte type and a 64-byte key, all outside ASCII (three bytes each once encoded):
+    slots, queue entries and admit timers still fit each backend's key limits."""
+    name, key = "\u00fc" * 128, "\u00e9" * 32
+    limit = Concurrency(max=1, key=lambda input: input["k"], on_limit="queue")
+    te = make_engine(storage_factory, {name: workflow(name, concurrency=limit).execute(_sync)})
+    te.start(name, {"k": key, "account": "a"}, id="l1")
+    te.start(name, {"k": key, "account": "a"}, id="l2")
+    assert te.describe("l2").status == "pending"
+    te.signal("l1", "go", "x")
+    _settle(te)
+    assert te.describe("l2").status == "running"
+    assert te.describe("l2").concurrency_key == key

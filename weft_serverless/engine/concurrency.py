@@ -28,6 +28,7 @@ from typing import Any
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.concurrency import (
+    MAX_KEY_BYTES,
     Concurrency,
     ConcurrencyKeyError,
     WorkflowConcurrencyLimitExceededError,
@@ -42,7 +43,7 @@ from .runtime import Runtime
 
 FIELD = "concurrency"
 """``state.extra`` field: ``{"key", "queue"}`` plus ``"slot"`` (held) or ``"queued"``."""
-GATE_PREFIX = "concurrency#"
+GATE_PREFIX = "conc#"
 
 
 def spec_of(rt: Runtime, workflow_type: str) -> Concurrency | None:
@@ -71,6 +72,17 @@ def declare(rt: Runtime, state: WorkflowState) -> None:
         raise ConcurrencyKeyError(
             f"the concurrency key function of workflow {state.type!r} returned "
             f"{type(key).__name__} {key!r}; it must return a string",
+            "input",
+        )
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = MAX_KEY_BYTES + 1
+    if size > MAX_KEY_BYTES:
+        raise ConcurrencyKeyError(
+            f"the concurrency key function of workflow {state.type!r} returned a key of "
+            f"{size} UTF-8 bytes (or one UTF-8 cannot encode); keys are at most "
+            f"{MAX_KEY_BYTES} bytes: return a shorter one (a hash of a long value)",
             "input",
         )
     state.extra[FIELD] = {"key": key, "queue": spec.on_limit == "queue"}
@@ -182,13 +194,14 @@ def key_of(state: WorkflowState) -> str | None:
 
 def gate_id(workflow_type: str, key: str) -> str:
     """What an admit timer names instead of a workflow: the type and key whose queue to
-    serve (``#`` never occurs in an encoded part)."""
-    return f"{GATE_PREFIX}{keys.enc(workflow_type)}#{keys.enc(key)}"
+    serve. The type's length comes first, so neither part is escaped here: the timer key
+    encodes the gate once, which keeps the longest one within a sort key (ADR 0025)."""
+    return f"{GATE_PREFIX}{len(workflow_type)}#{workflow_type}{key}"
 
 
 def parse_gate(gate: str) -> tuple[str, str]:
-    workflow_type, key = gate[len(GATE_PREFIX) :].split("#", 1)
-    return keys.dec(workflow_type), keys.dec(key)
+    length, rest = gate[len(GATE_PREFIX) :].split("#", 1)
+    return rest[: int(length)], rest[int(length) :]
 
 
 def arm_admit(workflow_type: str, key: str, now: float) -> Put:
@@ -196,4 +209,4 @@ def arm_admit(workflow_type: str, key: str, now: float) -> Put:
     it fired once done, so one armed meanwhile (a slot freed while that pass read the slots
     full) must not share its key, or its wake-up would be deleted unfired."""
     gate = gate_id(workflow_type, key)
-    return timers.arm(timers.CONCURRENCY_ADMIT, gate, now, uuid.uuid4().hex)
+    return timers.arm(timers.CONCURRENCY_ADMIT, gate, now, uuid.uuid4().hex[:16])
