@@ -243,6 +243,18 @@ def test_queue_starts_waiting_runs_oldest_first(storage_factory: Opener) -> None
     assert held(te.storage, "a") == {} and queue_of(te.storage, "a") == []
 
 
+def test_start_or_signal_on_a_full_key_queues_the_run_with_its_signal(
+    storage_factory: Opener,
+) -> None:
+    te = make_engine(storage_factory, _workflows(on_limit="queue"))
+    te.start("sync", {"account": "a"}, id="a1")
+    te.start_or_signal("sync", {"account": "a"}, id="a2", signal="go", payload="early")
+    assert te.describe("a2").status == "pending"
+    te.signal("a1", "go", "x")
+    _settle(te)
+    assert te.get_handle("a2").result() == {"account": "a", "word": "early"}
+
+
 def test_a_new_start_queues_behind_runs_already_waiting(storage_factory: Opener) -> None:
     """A slot that frees is for the oldest queued run, not for a start that comes later."""
     te = make_engine(storage_factory, _workflows(on_limit="queue"))
