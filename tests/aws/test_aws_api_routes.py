@@ -118,9 +118,11 @@ def test_describe(api: Api) -> None:
         "parent_id",
         "owner",
         "input",
+        "concurrency_key",
         "failed_attempts",
     }
     assert reply.body["input"] == {"n": 1}
+    assert reply.body["concurrency_key"] is None  # the type has no limit
     assert reply.body["failed_attempts"] == []
 
 

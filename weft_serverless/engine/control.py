@@ -205,20 +205,18 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
 def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
     """A delayed start fell due: pending -> running, claiming it for this engine.
 
-    A run still queued for a concurrency slot stays pending: admission starts it.
+    A run still queued for a concurrency slot stays pending (rewritten as it is): admission
+    starts it. Deciding on the state ``_transition`` reads keeps this one read and one CAS.
     """
-    current = rt.storage.get(keys.state_key(workflow_id))
-    if current is not None and concurrency.is_queued(WorkflowState.from_bytes(current)):
-        return False
     _, after = _transition(
         rt,
         workflow_id,
-        RUNNING,
+        lambda s: PENDING if concurrency.is_queued(s) else RUNNING,
         frozenset({PENDING}),
         rotate=False,
-        extra=lambda s: wakeups.arm(s.id, rt.now()),
+        extra=lambda s: [] if concurrency.is_queued(s) else wakeups.arm(s.id, rt.now()),
     )
-    return after is not None
+    return after is not None and after.status == RUNNING
 
 
 def retry_failed(rt: Runtime, workflow_id: str) -> bool:
