@@ -11,6 +11,11 @@ from weft_serverless.activity import (
 )
 from weft_serverless.codec import jsonable
 from weft_serverless.commands import RetryPolicy
+from weft_serverless.concurrency import (
+    Concurrency,
+    ConcurrencyKeyError,
+    WorkflowConcurrencyLimitExceededError,
+)
 from weft_serverless.context import WorkflowContext
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
@@ -96,6 +101,8 @@ __all__ = [
     "ClockSkewDetected",
     "CodecError",
     "CommandNotYieldedError",
+    "Concurrency",
+    "ConcurrencyKeyError",
     "ConfigurationError",
     "Engine",
     "EngineLeaseLostError",
@@ -136,6 +143,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowClaimLost",
     "WorkflowClaimUnavailableError",
+    "WorkflowConcurrencyLimitExceededError",
     "WorkflowContext",
     "WorkflowDefinition",
     "WorkflowDescription",

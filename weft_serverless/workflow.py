@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 from weft_serverless.activity import ActivitySpec, Verification
+from weft_serverless.concurrency import Concurrency
 from weft_serverless.errors import InvalidArgumentError, WorkflowBuilderError
 
 
@@ -77,6 +78,7 @@ class WorkflowDefinition:
     compatible_versions: frozenset[str] = frozenset()
     # At most this many committed step records per run (None: unbounded); see history_limit.
     max_history: int | None = None
+    concurrency: Concurrency | None = None
 
     def accepts_version(self, version: str) -> bool:
         """Whether a run started on ``version`` may be resumed by this definition."""
@@ -101,8 +103,11 @@ class WorkflowBuilder:
         version: str,
         compatible_versions: tuple[str, ...] = (),
         max_history: int | None = None,
+        *,
+        concurrency: Concurrency | None = None,
     ) -> None:
         self._name = name
+        self._concurrency = concurrency
         self._version = version
         self._compatible = frozenset(compatible_versions)
         self._max_history = max_history
@@ -113,6 +118,8 @@ class WorkflowBuilder:
             self._issues.append("name must be a non-empty string")
         elif not _is_text(name):
             self._issues.append("name holds a lone surrogate, which UTF-8 cannot encode")
+        if concurrency is not None and not isinstance(concurrency, Concurrency):
+            self._issues.append("concurrency must be a Concurrency(max, key, on_limit)")
         if not isinstance(version, str) or not version:
             self._issues.append("version must be a non-empty string")
         elif not _is_text(version):
@@ -169,6 +176,7 @@ class WorkflowBuilder:
             MappingProxyType(activities),
             self._compatible,
             self._max_history,
+            concurrency=self._concurrency,
         )
 
 
@@ -187,6 +195,7 @@ def workflow(
     *,
     compatible_versions: tuple[str, ...] = (),
     max_history: int | None = None,
+    concurrency: Concurrency | None = None,
 ) -> WorkflowBuilder:
     """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``.
 
@@ -194,6 +203,8 @@ def workflow(
     that run, unless its version is listed in ``compatible_versions``. ``max_history``
     bounds the step records one run may commit: the step that would exceed it fails the
     run with ``HistoryLimitExceededError`` instead (a loop cannot grow a history forever).
+    ``concurrency`` limits how many of its runs may be active per key at once
+    (``Concurrency``).
     """
     if max_history is not None and (
         isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 1
@@ -203,4 +214,4 @@ def workflow(
             f"got {max_history!r}",
             "max_history",
         )
-    return WorkflowBuilder(name, version, compatible_versions, max_history)
+    return WorkflowBuilder(name, version, compatible_versions, max_history, concurrency=concurrency)

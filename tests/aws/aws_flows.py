@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from weft_serverless import RetryPolicy, UpdateValidationError, current_activity, workflow
+from weft_serverless import (
+    Concurrency,
+    RetryPolicy,
+    UpdateValidationError,
+    current_activity,
+    workflow,
+)
 
 CALLS: Counter[str] = Counter()
 TOKENS: list[str] = []
@@ -108,7 +114,14 @@ def _rich(ctx: Any, _: Any) -> Any:
     }
 
 
+def _limited(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("go"))
+
+
+ONE_PER_ACCOUNT = Concurrency(max=1, key=lambda input: str(input["account"]))
+
 workflows = {
+    "limited": workflow("limited", concurrency=ONE_PER_ACCOUNT).execute(_limited),
     "greeter": workflow("greeter").activities(greet=_greet).execute(_greeter),
     "approval": workflow("approval").execute(_approval),
     "napper": workflow("napper").execute(_napper),

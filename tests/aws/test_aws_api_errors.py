@@ -205,6 +205,15 @@ CASES = [
     Case("unknown sub-route", post("/workflows/wf/poke"), 404, "NotFound"),
     # 405: known path, other method
     Case("delete a workflow", lambda api: api("DELETE", "/workflows/wf"), 405, "MethodNotAllowed"),
+    # 429: a concurrency limit reached
+    Case(
+        "concurrency limit",
+        post("/workflows", {"workflow_type": "limited", "id": "l2", "input": {"account": "a"}}),
+        429,
+        "WorkflowConcurrencyLimitExceededError",
+        None,
+        _start("limited", "l1", input={"account": "a"}),
+    ),
     # 409: conflicts with the workflow's state
     Case("duplicate id", start({"id": "wf"}), 409, "WorkflowAlreadyExistsError", None, done),
     Case(
@@ -289,11 +298,29 @@ def test_rejected_requests_answer_json_and_write_nothing(
     assert reply.code == case.code, reply.body
     assert reply.body.get("field") == case.field, reply.body
     assert isinstance(reply.body["message"], str) and reply.body["message"]
-    assert set(reply.body) <= {"code", "message", "field", "issues", "retryable"}
+    assert set(reply.body) <= {"code", "message", "field", "issues", "retryable", *LIMIT_FIELDS}
     after = table_items(client, dynamodb_table)
     if case.claims:  # the claim is released again at the end: only the epoch moved on
         before, after = _without_epoch(before), _without_epoch(after)
     assert after == before
+
+
+LIMIT_FIELDS = ("workflow_type", "key", "limit")
+
+
+def test_a_concurrency_limit_answers_429_with_type_key_and_limit(api: Api) -> None:
+    _start("limited", "l1", input={"account": "a"})(api)
+    reply = api("POST", "/workflows", {"workflow_type": "limited", "input": {"account": "a"}})
+    assert reply.status == 429
+    assert {name: reply.body[name] for name in LIMIT_FIELDS} == {
+        "workflow_type": "limited",
+        "key": "a",
+        "limit": 1,
+    }
+    assert reply.body["retryable"] is True
+    other = api("POST", "/workflows", {"workflow_type": "limited", "input": {"account": "b"}})
+    assert other.status == 201, other.body
+    assert api("GET", "/workflows/l1").body["concurrency_key"] == "a"
 
 
 def test_validation_issues_are_listed(api: Api) -> None:

@@ -119,10 +119,12 @@ def test_describe(api: Api) -> None:
         "owner",
         "input",
         "run",
+        "concurrency_key",
         "failed_attempts",
     }
     assert reply.body["input"] == {"n": 1}
     assert reply.body["run"] == 1
+    assert reply.body["concurrency_key"] is None  # the type has no limit
     assert reply.body["failed_attempts"] == []
 
 

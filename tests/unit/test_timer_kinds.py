@@ -23,6 +23,7 @@ PERSISTED = {
     "async-activity": "a",
     "resume": None,
     "schedule": "schedule",
+    "concurrency-admit": "q",
 }
 
 

@@ -24,6 +24,8 @@ STATUS_TEXT = {
     409: "The workflow's state does not allow this now; retry when `retryable` is true.",
     413: "A payload (or the whole body) is over the size limit; `field` names it.",
     422: "The update handler raised; nothing was stored.",
+    429: "The workflow type's concurrency limit for this key is reached; nothing was stored. "
+    "`workflow_type`, `key` and `limit` say which; retry after a run of that key ends.",
     500: "Unexpected failure; nothing about it is revealed here (see the logs).",
     503: "Storage unavailable or throttled; retry with the same ids.",
 }
@@ -44,6 +46,9 @@ COMPONENTS: dict[str, Schema] = {
             "field": {"type": "string", "description": "The input at fault."},
             "issues": {"type": "array", "items": {"type": "object"}},
             "retryable": {"type": "boolean"},
+            "workflow_type": {"type": "string", "description": "429: the limited type."},
+            "key": {"type": "string", "description": "429: the concurrency key at its limit."},
+            "limit": {"type": "integer", "description": "429: the type's limit per key."},
         },
         ["code", "message"],
     ),
@@ -65,6 +70,10 @@ COMPONENTS: dict[str, Schema] = {
                 "minimum": 1,
                 "description": "Which run of this id: 1, then one more per continue_as_new.",
             },
+            "concurrency_key": {
+                "type": ["string", "null"],
+                "description": "The key the run counts against its type's concurrency limit.",
+            },
             "failed_attempts": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
@@ -85,6 +94,7 @@ COMPONENTS: dict[str, Schema] = {
             "owner",
             "input",
             "run",
+            "concurrency_key",
         ],
     ),
     "FailedAttempt": _obj(

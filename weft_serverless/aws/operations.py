@@ -60,6 +60,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "owner": description.owner,
         "input": description.input,
         "run": description.run,
+        "concurrency_key": description.concurrency_key,
         **(
             {}
             if description.failed_attempts is None

@@ -1,7 +1,8 @@
 """HTTP statuses for the engine's errors, the JSON error body, and JSON encoding of values.
 
 Every error body is ``{"code", "message"}`` plus, when they apply, ``field`` (the input that
-was wrong), ``issues`` (an update validator's list) and ``retryable`` (a retry can succeed).
+was wrong), ``issues`` (an update validator's list), ``retryable`` (a retry can succeed) and
+the error's own fields (a concurrency limit's ``workflow_type``, ``key`` and ``limit``).
 ``code`` is the error's stable class name, so clients switch on it, never on the message.
 """
 
@@ -11,7 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless import ScheduleAlreadyExistsError, ScheduleNotFoundError, jsonable
+from weft_serverless import (
+    ScheduleAlreadyExistsError,
+    ScheduleNotFoundError,
+    WorkflowConcurrencyLimitExceededError,
+    jsonable,
+)
 from weft_serverless.errors import (
     ActivityTokenNotFoundError,
     CodecError,
@@ -55,6 +61,7 @@ ERROR_STATUSES: tuple[tuple[type[WeftError], int, bool], ...] = (
     (WorkflowBusyError, 409, True),
     (EngineLeaseUnavailableError, 409, True),
     (UpdateFailedError, 422, False),
+    (WorkflowConcurrencyLimitExceededError, 429, True),
     (StorageUnavailableError, 503, True),
 )
 
@@ -69,6 +76,7 @@ class ApiError(Exception):
     field: str | None = None
     retryable: bool = False
     issues: list[dict[str, Any]] | None = None
+    details: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}: {self.message}"
@@ -82,7 +90,7 @@ class ApiError(Exception):
             out["issues"] = self.issues
         if self.retryable:
             out["retryable"] = True
-        return out
+        return {**out, **(self.details or {})}
 
 
 def bad_request(field: str, message: str) -> ApiError:
@@ -105,6 +113,12 @@ def error_of(exc: Exception, payload_field: str | None = None) -> ApiError:
                 error.field = exc.field
             if isinstance(exc, UpdateValidationError):
                 error.issues = [dict(issue) for issue in exc.issues]
+            if isinstance(exc, WorkflowConcurrencyLimitExceededError):
+                error.details = {
+                    "workflow_type": exc.workflow_type,
+                    "key": exc.key,
+                    "limit": exc.limit,
+                }
             return error
     return ApiError(
         500,

@@ -102,7 +102,7 @@ ROUTES: tuple[Route, ...] = (
             Field("start_after", DURATION, "Start after this delay."),
             _WAIT,
         ),
-        errors=(400, 409, 413, 500, 503),
+        errors=(400, 409, 413, 429, 500, 503),
         payload_field="input",
     ),
     Route(

@@ -20,7 +20,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import timers, transitions, wakeups
+from . import concurrency, timers, transitions, wakeups
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -53,10 +53,12 @@ def _transition(
     error: dict[str, object] | None = None,
     extra: Extra | None = None,
     fields: Fields | None = None,
+    taking: Callable[[WorkflowState], Fragment] | None = None,
 ) -> tuple[WorkflowState, WorkflowState | None]:
     """CAS the state from an allowed status to ``to_status`` (or the status it picks from the
     state read); returns (before, after or None). ``fields`` gives the new state's extra
-    fields. Only a move to running claims the run: no engine holds a pending one."""
+    fields; ``taking`` the concurrency slot the move takes (from the new state). Only a
+    move to running claims the run: no engine holds a pending one."""
     for _ in range(_ATTEMPTS):
         current = rt.storage.get(keys.state_key(workflow_id))
         if current is None:
@@ -77,6 +79,8 @@ def _transition(
             fragment = rt.fence.resume_fragment(workflow_id)
         else:
             fragment = Fragment(conditions=rt.fence.external_conditions())
+        if taking is not None:
+            fragment.add(taking(new))
         conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
         ops += fragment.ops + (extra(state) if extra else [])
         if rt.storage.conditional_batch(conditions, ops):
@@ -144,15 +148,29 @@ def resume_suspended(rt: Runtime, workflow_id: str) -> bool:
     _, after = _transition(
         rt,
         workflow_id,
-        lambda s: PENDING if _still_delayed(rt, s) else RUNNING,
+        lambda s: PENDING if _waits(rt, s) else RUNNING,
         frozenset({SUSPENDED}),
         rotate=False,
-        extra=lambda s: (
-            _rearm(rt, s) + ([] if _still_delayed(rt, s) else wakeups.arm(s.id, rt.now()))
-        ),
+        extra=lambda s: _rearm(rt, s) + _resume_wake(rt, s),
         fields=lambda s: {k: v for k, v in s.extra.items() if k != SUSPENDED_FROM},
     )
     return after is not None
+
+
+def _waits(rt: Runtime, state: WorkflowState) -> bool:
+    """Whether a suspended run goes back to pending: its start is still ahead, or it was
+    queued for a concurrency slot (only admission starts it)."""
+    return _still_delayed(rt, state) or concurrency.is_queued(state)
+
+
+def _resume_wake(rt: Runtime, state: WorkflowState) -> list[Op]:
+    """A resumed run's wake-up: a drive's, or for a queued one its key's admit timer (a
+    slot may have freed while it was suspended, and admission skipped it)."""
+    if concurrency.is_queued(state):
+        key = concurrency.key_of(state)
+        assert key is not None
+        return [concurrency.arm_admit(state.type, key, rt.now())]
+    return [] if _still_delayed(rt, state) else wakeups.arm(state.id, rt.now())
 
 
 def _still_delayed(rt: Runtime, state: WorkflowState) -> bool:
@@ -185,16 +203,20 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
 
 
 def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
-    """A delayed start fell due: pending -> running, claiming it for this engine."""
+    """A delayed start fell due: pending -> running, claiming it for this engine.
+
+    A run still queued for a concurrency slot stays pending (rewritten as it is): admission
+    starts it. Deciding on the state ``_transition`` reads keeps this one read and one CAS.
+    """
     _, after = _transition(
         rt,
         workflow_id,
-        RUNNING,
+        lambda s: PENDING if concurrency.is_queued(s) else RUNNING,
         frozenset({PENDING}),
         rotate=False,
-        extra=lambda s: wakeups.arm(s.id, rt.now()),
+        extra=lambda s: [] if concurrency.is_queued(s) else wakeups.arm(s.id, rt.now()),
     )
-    return after is not None
+    return after is not None and after.status == RUNNING
 
 
 def retry_failed(rt: Runtime, workflow_id: str) -> bool:
@@ -214,8 +236,27 @@ def retry_failed(rt: Runtime, workflow_id: str) -> bool:
         frozenset({FAILED}),
         rotate=False,
         extra=lambda s: _forget_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
+        fields=lambda s: _retry_fields(rt, s),
+        taking=_retry_slot,
     )
     return after is not None
+
+
+def _retry_fields(rt: Runtime, state: WorkflowState) -> dict[str, Any]:
+    """A retried run is active again, so it takes a slot of its key like a start (under
+    either ``on_limit``: a full key refuses the retry, which never queues)."""
+    fields = dict(state.extra)
+    record = fields.get(concurrency.FIELD)
+    if record is not None:
+        fields[concurrency.FIELD] = concurrency.retake(rt, state.type, record)
+    return fields
+
+
+def _retry_slot(new: WorkflowState) -> Fragment:
+    record = new.extra.get(concurrency.FIELD)
+    if not record or "slot" not in record:
+        return Fragment()
+    return concurrency.slot_fragment(new, record["slot"])
 
 
 def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:

@@ -17,6 +17,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 
+from . import concurrency
 from .records import (
     CANCELLED,
     COMPLETED,
@@ -47,6 +48,8 @@ class WorkflowDescription:
     input: Any = None
     failed_attempts: tuple[dict[str, Any], ...] | None = None
     run: int = 1  # 1, then one more per continue_as_new (same id, fresh history)
+    concurrency_key: str | None = None
+    """The key the run counts against its type's concurrency limit (None: no limit)."""
 
     @classmethod
     def of(
@@ -69,6 +72,7 @@ class WorkflowDescription:
             input=decode(state.input),
             failed_attempts=None if failed_attempts is None else tuple(failed_attempts),
             run=state.run,
+            concurrency_key=concurrency.key_of(state),
         )
 
     @property

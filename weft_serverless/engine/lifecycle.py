@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless.codec import decode, encode
+from weft_serverless.concurrency import WorkflowConcurrencyLimitExceededError
 from weft_serverless.errors import (
     UnknownWorkflowTypeError,
     WeftError,
@@ -18,7 +19,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
-from . import timers, wakeups
+from . import concurrency, timers, wakeups
 from .commit import LostCommit, commit
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
@@ -51,7 +52,7 @@ def new_state(
         extra["start_at"] = start_at
     if execution_timeout is not None:
         extra["deadline"] = max(now, start_at or now) + execution_timeout
-    return WorkflowState(
+    state = WorkflowState(
         id=workflow_id,
         type=workflow_type,
         version=definition.version,
@@ -63,6 +64,8 @@ def new_state(
         idempotency_key=idempotency_key,
         extra=extra,
     )
+    concurrency.declare(rt, state)
+    return state
 
 
 def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None) -> Fragment:
@@ -94,11 +97,27 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
     return fragment
 
 
+_SLOT_RACES = 100
+"""Starts refused because racing starts took the slot this one picked, before giving up."""
+
+
 def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None = None) -> str:
-    """Create the run; return its id (an existing one for a repeated idempotency key)."""
+    """Create the run; return its id (an existing one for a repeated idempotency key).
+
+    A type with a concurrency limit takes a slot in the same batch (``state`` then says
+    whether it starts or waits queued); a refusal re-reads the slots and tries again.
+    """
     epoch: bytes | None = None
-    for _ in range(2):
+    for attempt in range(_SLOT_RACES):
+        try:
+            limit = concurrency.acquire(rt, state)
+        except WorkflowConcurrencyLimitExceededError:
+            started = _started_before(rt, state)
+            if started is not None:
+                return started
+            raise
         fragment = start_fragment(rt, state, epoch)
+        fragment.add(limit)
         if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
             rt.fence.claim_landed(state.id)
             rt.parked.discard(state.id)  # a new run: nothing kept under its id is its own
@@ -115,10 +134,32 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
         if rt.storage.get(keys.state_key(state.id)) is not None:
             break
         # The id was used before and purged: its owner epoch remains; claim on top of it.
-        epoch = rt.storage.get(keys.owner_epoch_key(state.id))
-        if epoch is None:
+        surviving = rt.storage.get(keys.owner_epoch_key(state.id))
+        if surviving is not None and surviving != epoch and attempt < 1:
+            epoch = surviving
+            continue
+        if not limit.conditions:
             break
+        # A racing start took the slot (or queue place) this one picked: read them again.
+    else:
+        raise WeftError(f"the start of {state.id!r} kept racing other starts; try again")
     raise WorkflowAlreadyExistsError(state.id)
+
+
+def _started_before(rt: Runtime, state: WorkflowState) -> str | None:
+    """A start refused by a full concurrency key may repeat a start that landed: it gets
+    that run's id (a repeated idempotency key) or ``WorkflowAlreadyExistsError`` (a taken
+    id), as it would with a free slot; None when it is a new start."""
+    if state.idempotency_key is not None:
+        existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
+        if existing is not None:
+            workflow_id: str = decode(existing)["id"]
+            if rt.storage.get(keys.state_key(workflow_id)) is None:
+                raise WorkflowAlreadyExistsError(workflow_id)  # that run was purged
+            return workflow_id
+    if rt.storage.get(keys.state_key(state.id)) is not None:
+        raise WorkflowAlreadyExistsError(state.id)
+    return None
 
 
 def child_start_fragment(
@@ -139,9 +180,11 @@ def child_start_fragment(
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
         state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
+        limit = concurrency.acquire(rt, state)
     except WeftError as exc:
         return exc
     fragment = start_fragment(rt, state, epoch)
+    fragment.add(limit)
     pending_key = keys.pending_key(parent_id, slot)
     fragment.conditions.append(Condition(pending_key, None))
     pending = {"child_id": child_id, "policy": policy, "sig": signature}

@@ -26,7 +26,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import control, retention
+from . import admission, control, retention
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -187,6 +187,9 @@ class _Actions:
             self._dispatcher.run(workflow_id, "start")
 
         schedule_firing.fire_due(self._rt, schedule_id, drive)
+
+    def admit_queued(self, gate: str) -> int:
+        return admission.admit(self._rt, gate)
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:

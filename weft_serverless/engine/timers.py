@@ -52,6 +52,7 @@ class TimerActions(Protocol):
     def activate_delayed(self, workflow_id: str) -> bool: ...
 
     def fire_schedule(self, schedule_id: str) -> None: ...
+    def admit_queued(self, gate: str) -> int: ...
 
 
 Handler = Callable[[TimerActions, str], str | None]
@@ -104,6 +105,11 @@ def _fire_schedule(actions: TimerActions, schedule_id: str) -> str | None:
     return None
 
 
+def _admit_queued(actions: TimerActions, gate: str) -> str | None:
+    actions.admit_queued(gate)
+    return COLLECT  # names a concurrency key, not a run: nothing to drive
+
+
 # Firing order is table order: close children, purge, time out, activate, then one drive.
 CLOSE_CHILDREN = TimerKind(
     "close-children", "run", "close-children", "closing children", False, _close_children
@@ -126,6 +132,9 @@ RESUME = TimerKind("resume", "step", None, "resumed")
 # A schedule's next fire (and a queued fire's chance when a run of it ends): armed under the
 # schedule's id, never a run's; it wakes no run itself, the runs it starts are driven.
 SCHEDULE = TimerKind("schedule", "run", "schedule", "schedule fire", False, _fire_schedule)
+CONCURRENCY_ADMIT = TimerKind(
+    "concurrency-admit", "event", "q", "concurrency slot", False, _admit_queued
+)
 
 KINDS: tuple[TimerKind, ...] = (
     CLOSE_CHILDREN,
@@ -143,6 +152,7 @@ KINDS: tuple[TimerKind, ...] = (
     ASYNC_ACTIVITY,
     RESUME,
     SCHEDULE,
+    CONCURRENCY_ADMIT,
 )
 
 BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}

@@ -16,7 +16,7 @@ from weft_serverless.codec import encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
-from . import timers, wakeups
+from . import concurrency, timers, wakeups
 from .commit import commit
 from .records import TERMINAL, History, WorkflowState
 from .runtime import Runtime
@@ -63,6 +63,7 @@ def move(
         ops.append(Put(keys.status_key(status, state.id, state.created_at), index_value(state)))
     if status not in TERMINAL:
         return new, ops
+    ops += concurrency.release(state, now)  # in the terminal batch: never leaked nor doubled
     if state.parent and state.parent.get("await", True):
         ops.extend(_parent_notice(state, status, now, result, error))
     if closing:

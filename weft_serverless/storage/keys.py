@@ -301,3 +301,27 @@ timer), so idle schedules cost nothing."""
 
 def schedule_key(schedule_id: str) -> Key:
     return Key(SCHEDULE_PARTITION, enc(schedule_id))
+
+
+# -- concurrency limits (ADR 0025) -----------------------------------------------------------
+
+SLOT_PREFIX = "slot#"
+QUEUE_PREFIX = "queue#"
+
+
+def concurrency_partition(workflow_type: str, key: str) -> str:
+    """One partition per workflow type and concurrency key: its slots and its queue."""
+    return f"conc#{enc(workflow_type)}#{enc(key)}"
+
+
+def concurrency_slot_key(workflow_type: str, key: str, slot: int) -> Key:
+    """Slot ``slot`` of a key; present while a run holds it (its value names the run)."""
+    return Key(concurrency_partition(workflow_type, key), SLOT_PREFIX + counter(slot, 4))
+
+
+def concurrency_queue_key(workflow_type: str, key: str, created_at: float, wf_id: str) -> Key:
+    """A run waiting for a slot of its key, in start order."""
+    return Key(
+        concurrency_partition(workflow_type, key),
+        f"{QUEUE_PREFIX}{ms(created_at):016d}#{enc(wf_id)}",
+    )
