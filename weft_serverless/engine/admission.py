@@ -35,13 +35,19 @@ _ROUNDS = 1000
 
 def admit(rt: Runtime, gate: str) -> int:
     """Fill the free slots of ``gate``'s key from its queue, oldest first; how many ran."""
+    return len(admit_runs(rt, gate))
+
+
+def admit_runs(rt: Runtime, gate: str) -> list[tuple[str, str]]:
+    """Fill the free slots of ``gate``'s key from its queue, oldest first; each run admitted
+    with the status it now has (a delayed one stays pending until its start time)."""
     workflow_type, key = parse_gate(gate)
     if workflow_type not in rt.definitions:
         raise UnknownWorkflowTypeError(
             f"queued runs of workflow type {workflow_type!r} wait for an engine that registers it"
         )
     spec = spec_of(rt, workflow_type)
-    admitted = 0
+    admitted: list[tuple[str, str]] = []
     for _ in range(_ROUNDS):
         slot = -1  # the type no longer declares a limit: admit without a slot
         if spec is not None:
@@ -52,7 +58,9 @@ def admit(rt: Runtime, gate: str) -> int:
         candidate = _next_candidate(rt, workflow_type, key)
         if candidate is None:
             return admitted
-        admitted += _admit_one(rt, candidate[0], candidate[1], slot)
+        status = _admit_one(rt, candidate[0], candidate[1], slot)
+        if status is not None:
+            admitted.append((candidate[0], status))
     return admitted
 
 
@@ -68,7 +76,8 @@ def _next_candidate(rt: Runtime, workflow_type: str, key: str) -> tuple[str, byt
     return None
 
 
-def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> int:
+def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> str | None:
+    """Admit one queued run; the status it now has (None: another engine was first)."""
     state = WorkflowState.from_bytes(current)
     now = rt.now()
     record = {k: v for k, v in state.extra[FIELD].items() if k != "queued"}
@@ -90,11 +99,11 @@ def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> int:
     if rt.storage.conditional_batch(conditions, ops + taken.ops + fence.ops):
         if target == RUNNING:
             rt.fence.claim_landed(run_id)
-        return 1
+        return target
     if target == RUNNING:
         rt.fence.forget_start(run_id)
     rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
-    return 0
+    return None
 
 
 def _wake_now(run_id: str, now: float) -> list[Op]:

@@ -182,6 +182,14 @@ def release(state: WorkflowState, now: float) -> list[Op]:
     return []
 
 
+def freed_gate(state: WorkflowState) -> str | None:
+    """The gate a terminal move of ``state`` woke: it held a slot of a queueing key."""
+    record: dict[str, Any] | None = state.extra.get(FIELD)
+    if not record or "slot" not in record or not record.get("queue"):
+        return None
+    return gate_id(state.type, str(record["key"]))
+
+
 def is_queued(state: WorkflowState) -> bool:
     return bool(state.extra.get(FIELD, {}).get("queued"))
 

@@ -88,7 +88,7 @@ def _transition(
                 rt.fence.claim_landed(workflow_id)
             if target in TERMINAL:
                 rt.parked.discard(workflow_id)  # ended from outside: its finally runs now
-            transitions.ended(rt, workflow_id, closing)
+            transitions.ended(rt, new, closing)
             return state, new
         if claiming:
             rt.fence.forget_start(workflow_id)

@@ -43,6 +43,7 @@ __all__ = [
     "Budget",
     "ClosedRuns",
     "EngineTime",
+    "FreedGates",
     "InvocationBudget",
     "Metrics",
     "Runtime",
@@ -138,6 +139,12 @@ class ClosedRuns:
             yield workflow_id
 
 
+class FreedGates(ClosedRuns):
+    """Concurrency keys whose slot a terminal commit here freed with runs queued behind it:
+    the engine's session admits the oldest of them once the call's drives are done, so a
+    queued run starts when the slot frees (its admit timer stays as the fallback)."""
+
+
 class Shutdown:
     """Whether the engine is closed for good: by ``Engine.close``, or by a mode that lost
     the fence it writes under (it can never write again)."""
@@ -167,6 +174,7 @@ class Runtime:
     retention: Mapping[str, float] = field(default_factory=dict)
     invocation: InvocationBudget = field(default_factory=InvocationBudget)
     closed_runs: ClosedRuns = field(default_factory=ClosedRuns)
+    freed_gates: FreedGates = field(default_factory=FreedGates)
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
     # Generators of runs this engine parked, reused by its next drive when still current.

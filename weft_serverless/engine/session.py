@@ -13,13 +13,15 @@ import time
 
 from weft_serverless.errors import ConfigurationError, WeftError
 
-from . import control, listing
+from . import admission, control, listing
 from .background import BackgroundDriver
 from .config import check_positive_int
 from .dispatch import Dispatcher
 from .maintenance import MaintenanceReport, run_maintenance
 from .records import RUNNING, STATUSES, SUSPENDED
 from .runtime import Budget, Runtime, logger
+
+_ADMISSION_ROUNDS = 100  # bounds a chain of admitted runs that end at once, each freeing a slot
 
 
 class Session:
@@ -57,7 +59,19 @@ class Session:
         self.settle()
 
     def settle(self) -> None:
-        """Close the children of runs that ended here (parent close policies)."""
+        """Close the children of runs that ended here (parent close policies), and admit the
+        runs queued behind concurrency slots that ended runs freed here (then drive them)."""
+        for _ in range(_ADMISSION_ROUNDS):  # an admitted run may end at once and free a slot
+            self._close_children()
+            admitted = [run for gate in self.rt.freed_gates.drain() for run in self._admit(gate)]
+            if not admitted:
+                return
+            for run_id in admitted:
+                self.dispatcher.enqueue(run_id, "start")
+            if self.rt.background_tasks == "manual":
+                self.dispatcher.drain(swallow_errors=True)
+
+    def _close_children(self) -> None:
         for parent in self.rt.closed_runs.drain():
             try:
                 control.close_children(self.rt, parent)
@@ -65,6 +79,17 @@ class Session:
                 logger.warning(
                     "children of %s not closed yet (maintenance retries): %s", parent, exc
                 )
+
+    def _admit(self, gate: str) -> list[str]:
+        """The queued runs admitted as running into ``gate``'s freed slots; on an error the
+        gate's admit timer (armed in the terminal batch) has a later pass admit them."""
+        try:
+            return [run for run, status in admission.admit_runs(self.rt, gate) if status == RUNNING]
+        except WeftError as exc:
+            logger.warning(
+                "queued runs of %s not admitted yet (maintenance retries): %s", gate, exc
+            )
+            return []
 
     def recover_all(self) -> int:
         """Queue every running workflow (driven inline in manual mode); returns how many."""

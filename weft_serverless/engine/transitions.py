@@ -79,10 +79,14 @@ def move(
     return new, ops
 
 
-def ended(rt: Runtime, workflow_id: str, closing: bool) -> None:
-    """A terminal batch from ``move`` committed: note a run that left children to close."""
+def ended(rt: Runtime, state: WorkflowState, closing: bool) -> None:
+    """A terminal batch from ``move`` committed: note a run that left children to close, and
+    a concurrency key whose freed slot has runs queued behind it."""
     if closing:
-        rt.closed_runs.notify(workflow_id)
+        rt.closed_runs.notify(state.id)
+    gate = concurrency.freed_gate(state)
+    if gate is not None:
+        rt.freed_gates.notify(gate)
 
 
 def _parent_notice(
@@ -127,7 +131,7 @@ def finish(
         rt.metrics.workflows_completed += 1
     else:
         rt.metrics.workflows_failed += 1
-    ended(rt, new.id, closing)
+    ended(rt, new, closing)
     return new
 
 

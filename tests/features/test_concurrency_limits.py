@@ -243,6 +243,33 @@ def test_queue_starts_waiting_runs_oldest_first(storage_factory: Opener) -> None
     assert held(te.storage, "a") == {} and queue_of(te.storage, "a") == []
 
 
+def test_a_queued_run_starts_when_the_slot_frees_without_a_maintenance_pass(
+    storage_factory: Opener,
+) -> None:
+    """The call that ends the slot's holder here admits the oldest queued run and drives it
+    inline (manual mode): no maintenance pass, no tick of the clock. The admit timer armed in
+    the terminal batch stays the fallback; firing it later finds the key full and moves
+    nothing."""
+    te = make_engine(storage_factory, _workflows(on_limit="queue"))
+    te.start("sync", {"account": "a"}, id="a1")
+    te.start("sync", {"account": "a"}, id="a2")
+    te.start("sync", {"account": "a"}, id="a3")
+    assert [te.describe(i).status for i in ("a1", "a2", "a3")] == ["running", "pending", "pending"]
+    te.signal("a1", "go", "one")
+    assert [te.describe(i).status for i in ("a1", "a2", "a3")] == [
+        "completed",
+        "running",
+        "pending",
+    ]
+    assert list(held(te.storage, "a").values()) == ["a2"]
+    te.cancel("a2")  # an end from outside frees the slot too
+    assert te.describe("a3").status == "running"
+    _settle(te)
+    assert list(held(te.storage, "a").values()) == ["a3"] and queue_of(te.storage, "a") == []
+    te.signal("a3", "go", "three")
+    assert te.get_handle("a3").result() == {"account": "a", "word": "three"}
+
+
 def test_start_or_signal_on_a_full_key_queues_the_run_with_its_signal(
     storage_factory: Opener,
 ) -> None:
@@ -474,10 +501,9 @@ def test_a_crash_during_admission_leaves_the_admit_timer_to_finish_it(
     te, crashing = crashable_engine(storage_factory, _workflows(on_limit="queue"))
     te.start("sync", {"account": "a"}, id="a1")
     te.start("sync", {"account": "a"}, id="a2")
-    te.signal("a1", "go", "x")
     crashing.arm(_puts_slot("a"), after=True)
     with expect_crash():
-        te.advance(0.001)
+        te.signal("a1", "go", "x")  # a1 ends; its slot is freed and a2 admitted inline
     recover_fresh(te, storage_factory)
     _settle(te)
     assert te.describe("a2").status == "running"
