@@ -124,15 +124,9 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
             return state.id
         rt.fence.forget_start(state.id)
         rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
-        if state.idempotency_key is not None:
-            existing = rt.storage.get(keys.idempotency_key(state.idempotency_key))
-            if existing is not None:
-                workflow_id: str = decode(existing)["id"]
-                if rt.storage.get(keys.state_key(workflow_id)) is None:
-                    raise WorkflowAlreadyExistsError(workflow_id)  # that run was purged
-                return workflow_id
-        if rt.storage.get(keys.state_key(state.id)) is not None:
-            break
+        earlier = _started_before(rt, state)  # raises when the id is another run's
+        if earlier is not None:
+            return earlier
         # The id was used before and purged: its owner epoch remains; claim on top of it.
         surviving = rt.storage.get(keys.owner_epoch_key(state.id))
         if surviving is not None and surviving != epoch and attempt < 1:
