@@ -38,7 +38,6 @@ from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.errors import (
     ActivityFailedError,
     ActivityReconciliationError,
-    ActivityTimeoutError,
     ActivityTokenNotFoundError,
     ChildWorkflowFailedError,
     ClockSkewDetected,
@@ -74,6 +73,7 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
+from weft_serverless.errors_activity import ActivityTimedOutError, ActivityTimeoutError
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
@@ -95,6 +95,7 @@ __all__ = [
     "ActivityContext",
     "ActivityFailedError",
     "ActivityReconciliationError",
+    "ActivityTimedOutError",
     "ActivityTimeoutError",
     "ActivityTokenNotFoundError",
     "ChildWorkflowFailedError",

@@ -1,25 +1,34 @@
-"""What an activity can know and do about its own run: async completion, idempotency checks.
+"""What an activity can know and do about its own run: async completion, idempotency checks,
+heartbeats and cancellation.
 
-``current_activity()`` works inside an activity attempt (it is set on the thread that runs
-it). ``activity(fn, verify=...)`` declares a verifier that recovery asks, instead of running
-an idempotent activity again, when a crash left only its "started" record.
+``current_activity()`` works inside an activity attempt (it is set in the context that runs
+it: the attempt's thread, or its task on the engine's event loop). ``activity(fn,
+verify=...)`` declares a verifier that recovery asks, instead of running an idempotent
+activity again, when a crash left only its "started" record.
 """
 
 from __future__ import annotations
 
 import base64
+import contextvars
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from weft_serverless.errors import InvalidArgumentError
+from weft_serverless.codec import encode
+from weft_serverless.errors import InvalidArgumentError, PayloadTooLargeError
 from weft_serverless.identifiers import check_workflow_id
 
 _SLOT = re.compile(r"[0-9]{8}(?:\.[0-9]{3,6}){0,40}")  # keys.step_slot and branch_slot
 
-_local = threading.local()
+_current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVar(
+    "weft_activity", default=None
+)
+
+MAX_HEARTBEAT_BYTES = 8 * 1024
+"""Encoded size of one heartbeat's details: they ride in the attempt's retry record."""
 
 VerificationKind = Literal["not-completed", "completed", "result-unavailable", "indeterminate"]
 
@@ -71,7 +80,7 @@ def activity(
     return ActivitySpec(fn, verify)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ActivityContext:
     """Facts about the running attempt, and the switch to complete it later."""
 
@@ -82,6 +91,34 @@ class ActivityContext:
     idempotency_key: str | None = None
     async_token: str | None = field(default=None, init=False)
     on_async: Callable[[], None] | None = field(default=None, repr=False)
+    heartbeat_details: Any = None
+    """The latest details an earlier attempt of this step heartbeat (None: none did)."""
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set when the engine gives this attempt up: check it, or wait on it, and stop."""
+    on_heartbeat: Callable[[bytes], None] | None = field(default=None, repr=False)
+    latest_heartbeat: bytes | None = field(default=None, init=False, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the engine gave this attempt up (the run ended, the branch lost a race,
+        a timeout passed, the invocation is about to end): its result will be discarded."""
+        return self.cancel_event.is_set()
+
+    def heartbeat(self, details: Any = None) -> None:
+        """Say the attempt is alive, with its progress so far (``details``).
+
+        The latest details reach the next attempt as ``heartbeat_details`` and show in
+        ``weft show``; under workflow-lease a heartbeat renews the run's claim, and it is how
+        an attempt on another engine learns that the run was cancelled (see ``cancelled``).
+        Raises only for details that cannot be stored (``CodecError``, ``PayloadTooLargeError``
+        past ``MAX_HEARTBEAT_BYTES``); a storage problem is the engine's, never the activity's.
+        """
+        data = encode(details, "heartbeat details")
+        if len(data) > MAX_HEARTBEAT_BYTES:
+            raise PayloadTooLargeError("heartbeat details", len(data), MAX_HEARTBEAT_BYTES)
+        self.latest_heartbeat = data
+        if self.on_heartbeat is not None:
+            self.on_heartbeat(data)
 
     def complete_async(self) -> str:
         """Finish this activity later, from anywhere, with the returned token.
@@ -100,14 +137,14 @@ class ActivityContext:
 
 def current_activity() -> ActivityContext:
     """The context of the activity attempt running on this thread."""
-    context: ActivityContext | None = getattr(_local, "context", None)
+    context = _current.get()
     if context is None:
         raise InvalidArgumentError("current_activity() works only inside an activity")
     return context
 
 
 def set_current(context: ActivityContext | None) -> None:
-    _local.context = context
+    _current.set(context)
 
 
 def encode_token(workflow_id: str, slot: str, attempt: int) -> str:

@@ -82,6 +82,8 @@ class Run(Command[Any]):
     retry: RetryPolicy = DEFAULT_RETRY
     timeout: float | None = None
     idempotency_key: str | None = None
+    heartbeat_timeout: float | None = None
+    schedule_to_close: float | None = None
 
     def signature(self) -> str:
         return f"run:{self.activity}"
@@ -106,10 +108,24 @@ class WaitForSignal(Command[Any]):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class All(Command[list[Any]]):
+    """Every branch; activity branches run at the same time, at most ``max_concurrency``
+    at once (None: up to the engine's ``max_parallel_activities``)."""
+
     commands: tuple[Command[Any], ...]
+    max_concurrency: int | None = None
 
     def signature(self) -> str:
         return "all(" + ",".join(c.signature() for c in self.commands) + ")"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Map(All):
+    """One activity over a list (``ctx.map``): an ``all`` whose signature stays short."""
+
+    activity: str = ""
+
+    def signature(self) -> str:
+        return f"map:{self.activity}[{len(self.commands)}]"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

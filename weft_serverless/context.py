@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
 from weft_serverless.commands import (
@@ -20,6 +20,7 @@ from weft_serverless.commands import (
     ContinueAsNew,
     Duration,
     GetVersion,
+    Map,
     ParentClosePolicy,
     Race,
     Record,
@@ -136,22 +137,51 @@ class WorkflowContext:
         retry: RetryPolicy | None = None,
         timeout: Duration | None = None,
         idempotency_key: str | None = None,
+        heartbeat_timeout: Duration | None = None,
+        schedule_to_close: Duration | None = None,
     ) -> Run:
         """Run a declared activity as one durable step (retried per ``retry``).
 
-        With ``idempotency_key`` a "started" record is written before the activity runs; if a
-        crash leaves only that record, recovery asks the activity's ``verify`` instead of
-        running it blindly again (and fails closed without one).
+        ``timeout`` bounds one attempt, ``heartbeat_timeout`` the time between an attempt's
+        heartbeats (both retried per ``retry``), ``schedule_to_close`` the whole step: every
+        attempt and backoff (no attempt starts past it). With ``idempotency_key`` a "started"
+        record is written before the activity runs; if a crash leaves only that record,
+        recovery asks the activity's ``verify`` instead of running it blindly again (and fails
+        closed without one).
         """
+        return self._made(
+            _run_command(
+                self.activity_name(activity),
+                input,
+                retry,
+                timeout,
+                idempotency_key,
+                heartbeat_timeout,
+                schedule_to_close,
+            )
+        )
+
+    def map(
+        self,
+        activity: str | Callable[..., Any],
+        items: Iterable[Any],
+        *,
+        max_concurrency: int | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Duration | None = None,
+        heartbeat_timeout: Duration | None = None,
+        schedule_to_close: Duration | None = None,
+    ) -> Map:
+        """Run ``activity`` once per item, at most ``max_concurrency`` at once; the results
+        come back in the items' order. Each item is a branch recorded as it finishes."""
         name = self.activity_name(activity)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise InvalidArgumentError("retry must be a RetryPolicy")
-        seconds = None if timeout is None else parse_duration(timeout, "timeout")
-        if seconds == 0:
-            raise InvalidArgumentError("timeout must be > 0 seconds")
-        if idempotency_key is not None:
-            check_idempotency_key(idempotency_key)
-        return self._made(Run(name, input, retry or DEFAULT_RETRY, seconds, idempotency_key))
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            raise InvalidArgumentError("map() needs a list (or another iterable) of inputs")
+        branches = tuple(
+            _run_command(name, item, retry, timeout, None, heartbeat_timeout, schedule_to_close)
+            for item in items
+        )
+        return self._made(Map(branches, _concurrency(max_concurrency), name))
 
     def activity_name(self, activity: str | Callable[..., Any]) -> str:
         """The declared name of ``activity``; ``UnknownActivityError`` if it is not declared."""
@@ -263,6 +293,48 @@ class WorkflowContext:
         if not callable(fn):
             raise InvalidArgumentError("memo fn must be callable")
         return self._made(Record(f"memo:{key}", fn))
+
+
+def _run_command(
+    name: str,
+    input: Any,
+    retry: RetryPolicy | None,
+    timeout: Duration | None,
+    idempotency_key: str | None,
+    heartbeat_timeout: Duration | None,
+    schedule_to_close: Duration | None,
+) -> Run:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise InvalidArgumentError("retry must be a RetryPolicy")
+    if idempotency_key is not None:
+        check_idempotency_key(idempotency_key)
+    return Run(
+        name,
+        input,
+        retry or DEFAULT_RETRY,
+        _positive(timeout, "timeout"),
+        idempotency_key,
+        _positive(heartbeat_timeout, "heartbeat_timeout"),
+        _positive(schedule_to_close, "schedule_to_close"),
+    )
+
+
+def _positive(value: Duration | None, what: str) -> float | None:
+    seconds = None if value is None else parse_duration(value, what)
+    if seconds == 0:
+        raise InvalidArgumentError(f"{what} must be > 0 seconds", field=what)
+    return seconds
+
+
+def _concurrency(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(
+            f"max_concurrency must be a whole number >= 1 (or None), got {value!r}",
+            field="max_concurrency",
+        )
+    return value
 
 
 def _commands(items: tuple[Any, ...], what: str) -> tuple[Command[Any], ...]:

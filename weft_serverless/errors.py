@@ -163,10 +163,6 @@ class ActivityFailedError(WeftError):
         self.attempts = attempts
 
 
-class ActivityTimeoutError(WeftError):
-    """One attempt of an activity ran longer than its per-attempt ``timeout``."""
-
-
 class ChildWorkflowFailedError(WeftError):
     """A child workflow ended without a result; thrown into the parent at its yield."""
 

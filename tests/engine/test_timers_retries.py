@@ -433,7 +433,8 @@ def test_timeout_on_every_attempt_fails_with_activity_timeout(storage_factory: O
     te.advance(1)
     with pytest.raises(WorkflowFailedError) as info:
         handle.result()
-    assert info.value.error_type == "ActivityFailedError"
+    # The step's failure is an ActivityFailedError that is also an ActivityTimeoutError.
+    assert info.value.error_type == "ActivityTimedOutError"
     assert "ActivityTimeoutError" in info.value.error_message
     assert "2 attempt(s)" in info.value.error_message
 

@@ -26,6 +26,7 @@ from weft_serverless.identifiers import (
 )
 from weft_serverless.workflow import WorkflowDefinition
 
+from .activity_threads import MAX_PARALLEL_LIMIT
 from .ownership import Timing
 from .records import STATUSES, TERMINAL
 
@@ -100,6 +101,21 @@ def check_engine_options(
         raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
     timing = {"lease": lease_timing, "workflow-lease": claim_timing}.get(str(ownership))
     return None if timing is None else timing.renew_interval
+
+
+def check_parallel_activities(value: object) -> int:
+    """``max_parallel_activities``: a whole number from 0 (branches one after another, on the
+    drive's thread) to ``MAX_PARALLEL_LIMIT``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 0 <= value <= MAX_PARALLEL_LIMIT
+    ):
+        raise ConfigurationError(
+            f"max_parallel_activities must be a whole number from 0 to {MAX_PARALLEL_LIMIT}, "
+            f"got {value!r}"
+        )
+    return value
 
 
 def parse_retention(retention: Mapping[str, object] | None) -> dict[str, float]:

@@ -18,6 +18,8 @@ from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import config, handle, interactions, lifecycle, listing, signals, starts
+from .activity_moves import ActivityMoves
+from .activity_threads import DEFAULT_MAX_PARALLEL
 from .config import Duration, check_id
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
@@ -30,7 +32,7 @@ from .schedule_moves import ScheduleMoves
 from .session import Session
 
 
-class Engine(OperatorMoves, ScheduleMoves):
+class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:
@@ -57,6 +59,7 @@ class Engine(OperatorMoves, ScheduleMoves):
         workflow_claim_renew_interval: float = 5.0,
         retention: Mapping[str, Duration] | None = None,
         max_clock_skew: float | None = None,
+        max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -76,6 +79,7 @@ class Engine(OperatorMoves, ScheduleMoves):
             engine_id=engine_id or uuid.uuid4().hex,
             retention=config.parse_retention(retention),
             clock_skew=config.clock_skew_limit(max_clock_skew, renew),
+            max_parallel_activities=config.check_parallel_activities(max_parallel_activities),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -184,18 +188,6 @@ class Engine(OperatorMoves, ScheduleMoves):
     def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
         """Answer a query from the workflow's current state, read-only, on any engine."""
         return interactions.run_query(self._rt, self._open(workflow_id), name, arg)
-
-    def complete_activity(self, token: str, result: Any = None) -> None:
-        """Complete an async activity with ``result`` (single use) and resume its workflow."""
-        self._open()
-        workflow_id = interactions.complete_async(self._rt, token, result=result)
-        self._session.wake(workflow_id, "async-activity")
-
-    def fail_activity(self, token: str, error: BaseException | str) -> None:
-        """Fail an async activity attempt; the activity's retry policy decides what follows."""
-        self._open()
-        workflow_id = interactions.complete_async(self._rt, token, error=error, failed=True)
-        self._session.wake(workflow_id, "async-activity")
 
     @contextmanager
     def invocation(

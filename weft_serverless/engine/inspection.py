@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import WorkflowNotFoundError
+from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
 from .records import History, failed_attempts, load_history
@@ -97,6 +97,7 @@ class TimelineStep:
     error: dict[str, Any] | None = None
     committed_at: float | None = None
     timer: str | None = None
+    heartbeat: dict[str, Any] | None = None  # the newest stored: attempt, at, details
 
     @property
     def index(self) -> int:
@@ -261,11 +262,34 @@ def timeline(history: History) -> list[TimelineStep]:
             detail=f"attempt {failed} failed: {last.get('type')}: {last.get('message')}; "
             f"attempt {failed + 1} is due then",
         )
+    _add_heartbeats(steps, history)
     for step in steps.values():
-        if step.status in ("waiting", "retrying"):
+        if step.status in ("waiting", "retrying", "running"):
             _settle(step, history)
     _add_parked_parents(steps, history)
     return [steps[slot] for slot in sorted(steps)]
+
+
+def _add_heartbeats(steps: dict[str, TimelineStep], history: History) -> None:
+    """The newest stored heartbeat of each unfinished step; a step with no other record is
+    an attempt running now (or cut by a crash), shown as ``running``."""
+    for slot, record in history.heartbeats.items():
+        if slot in history.ops:
+            continue
+        beat = {"attempt": record.get("n"), "at": record.get("at"), "details": None}
+        try:
+            beat["details"] = decode(record["d"])
+        except (KeyError, WeftError):
+            beat["details"] = "(unreadable)"
+        step = steps.get(slot)
+        if step is None:
+            step = TimelineStep(
+                slot, keys.describe_slot(slot), "run", "running", attempts=beat["attempt"]
+            )
+            steps[slot] = step
+        step.heartbeat = beat
+        note = f"heartbeat of attempt {beat['attempt']}: {beat['details']!r}"
+        step.detail = f"{step.detail}; {note}" if step.detail else note
 
 
 def _activity_signature(history: History, slot: str) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.errors import ActivityFailedError, ChildWorkflowFailedError, WeftError
+from weft_serverless.errors_activity import TIMEOUT_KINDS, ActivityTimedOutError
 from weft_serverless.storage.base import Condition, Op
 
 from .records import error_record
@@ -34,6 +35,10 @@ class Done:
 def error_from_record(err: dict[str, Any]) -> BaseException:
     """Rebuild the exception a stored failure raises at the workflow's yield."""
     kind = err.get("kind")
+    if kind == "activity" and err.get("timeout") in TIMEOUT_KINDS:
+        return ActivityTimedOutError(
+            err["activity"], err["message"], err["attempts"], err["timeout"]
+        )
     if kind == "activity":
         return ActivityFailedError(err["activity"], err["type"], err["message"], err["attempts"])
     if kind == "child":
@@ -43,12 +48,14 @@ def error_from_record(err: dict[str, Any]) -> BaseException:
 
 def error_to_record(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ActivityFailedError):
+        timeout = {"timeout": exc.kind} if isinstance(exc, ActivityTimedOutError) else {}
         return error_record(
             "activity",
             exc.error_type,
             exc.error_message,
             activity=exc.activity,
             attempts=exc.attempts,
+            **timeout,
         )
     if isinstance(exc, ChildWorkflowFailedError):
         return error_record(

@@ -153,6 +153,7 @@ class History:
     versions: dict[str, int] = field(default_factory=dict)
     async_results: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: dict[str, dict[str, Any]] = field(default_factory=dict)
+    heartbeats: dict[str, dict[str, Any]] = field(default_factory=dict)  # by step slot
     wake: list[str] | None = None  # the wake-up timer of a run not parked since it was armed
     # The owner epoch stored when the partition was read (workflow-lease): a drive compares it
     # with the claim it runs on before it runs anything (the read costs nothing extra).
@@ -275,7 +276,7 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     if not old:
         return
     h.earlier = [sort for sort, slot in slotted if slot in old]
-    for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied):
+    for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied, h.heartbeats):
         for slot in old & table.keys():
             del table[slot]
     for ref_table in (h.async_results, h.started):
@@ -300,8 +301,10 @@ _ASYNC_RESULT = _family(keys.ASYNC_RESULT_PREFIX)
 _ACTIVITY_STARTED = _family(keys.ACTIVITY_STARTED_PREFIX)
 _UPDATE_APPLIED = _family(keys.UPDATE_APPLIED_PREFIX)
 _UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
+_HEARTBEAT = _family(keys.HEARTBEAT_PREFIX)
 _DECODED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
+    | {_HEARTBEAT}
 )
 
 
@@ -324,10 +327,13 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.async_results[rest] = record
     elif family == _ACTIVITY_STARTED:
         h.started[rest] = record
+    elif family == _HEARTBEAT:
+        h.heartbeats[rest] = record
 
 
 _SLOTTED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
+    | {_HEARTBEAT}
 )
 """Families whose key starts with the step slot they belong to (after ``family#``)."""
 

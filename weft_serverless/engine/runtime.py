@@ -31,9 +31,11 @@ from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
+from .activity_threads import DEFAULT_MAX_PARALLEL, ActivityThreads
 from .clock_skew import ClockGuard
 from .ownership import OwnerHost, Ownership
 from .parked_runs import ParkedRuns
+from .running_attempts import RunningAttempts
 from .telemetry import Metrics, logger
 
 BackgroundTasks = Literal["manual", "automatic"]
@@ -179,6 +181,12 @@ class Runtime:
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
     # Generators of runs this engine parked, reused by its next drive when still current.
     parked: ParkedRuns = field(default_factory=ParkedRuns)
+    # Branches of all/race/map run at once up to this many (0: one after another, inline).
+    parallel_activities: int = DEFAULT_MAX_PARALLEL
+    activity_threads: ActivityThreads = field(
+        default_factory=lambda: ActivityThreads(DEFAULT_MAX_PARALLEL)
+    )
+    attempts: RunningAttempts = field(default_factory=RunningAttempts)
 
     @property
     def closed(self) -> bool:
@@ -188,6 +196,12 @@ class Runtime:
     def time_left(self) -> Callable[[], float] | None:
         """The current invocation's time left (None outside ``Engine.invocation``)."""
         return self.invocation.time_left
+
+    @property
+    def inline_activities(self) -> bool:
+        """Whether branches of all/race/map run one after another, inline
+        (``max_parallel_activities=0``)."""
+        return self.parallel_activities == 0
 
     def now(self) -> float:
         """Engine time: the clock, never behind the ``now`` a maintenance pass was given."""
@@ -227,6 +241,7 @@ def assemble(
     engine_id: str,
     retention: Mapping[str, float] | None = None,
     clock_skew: float | None = None,
+    max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -259,6 +274,8 @@ def assemble(
         time=engine_time,
         shutdown=shutdown,
         retention=dict(retention or {}),
+        parallel_activities=max_parallel_activities,
+        activity_threads=ActivityThreads(max(1, max_parallel_activities)),
     )
 
 

@@ -131,3 +131,4 @@ class Session:
             self.rt.fence.close()
         self.rt.parked.clear()
         self.rt.shutdown.close()
+        self.rt.activity_threads.close()

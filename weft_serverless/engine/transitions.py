@@ -80,8 +80,11 @@ def move(
 
 
 def ended(rt: Runtime, state: WorkflowState, closing: bool) -> None:
-    """A terminal batch from ``move`` committed: note a run that left children to close, and
-    a concurrency key whose freed slot has runs queued behind it."""
+    """A terminal batch from ``move`` committed: stop its activity attempts running here, note
+    a run that left children to close, and a concurrency key whose freed slot has runs queued
+    behind it."""
+    if state.status in TERMINAL:
+        rt.attempts.cancel(state.id)
     if closing:
         rt.closed_runs.notify(state.id)
     gate = concurrency.freed_gate(state)

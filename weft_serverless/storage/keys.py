@@ -40,6 +40,7 @@ UPDATE_RESPONSE_PREFIX = "upr#"
 VERSION_PREFIX = "ver#"
 ASYNC_RESULT_PREFIX = "asyncres#"
 ACTIVITY_STARTED_PREFIX = "actrec#"
+HEARTBEAT_PREFIX = "hb#"
 OWNER_EPOCH = "owner#epoch"
 OWNER_HOLDER = "owner#holder"
 WAKE = "wake"
@@ -185,6 +186,11 @@ def activity_started_key(workflow_id: str, slot: str, attempt: int) -> Key:
     return Key(
         workflow_partition(workflow_id), ACTIVITY_STARTED_PREFIX + attempt_ref(slot, attempt)
     )
+
+
+def heartbeat_key(workflow_id: str, slot: str) -> Key:
+    """The latest heartbeat of the step at ``slot`` (one record a step, overwritten)."""
+    return Key(workflow_partition(workflow_id), HEARTBEAT_PREFIX + slot)
 
 
 def owner_epoch_key(workflow_id: str) -> Key:

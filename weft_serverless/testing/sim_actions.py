@@ -188,6 +188,7 @@ def _run_flood(world: Stage, engine: Engine, args: list[Any]) -> None:
         clock=lambda: world.now,
         engine_id=f"old{flood}",
         max_clock_skew=math.inf,
+        max_parallel_activities=0,
         recover=False,
         **world.claim_options(),
     )

@@ -173,6 +173,7 @@ def _observer(world: World) -> Engine:
         clock=lambda: world.now,
         engine_id="checker",
         max_clock_skew=math.inf,
+        max_parallel_activities=0,
         recover=False,
     )
 

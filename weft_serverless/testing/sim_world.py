@@ -159,6 +159,7 @@ class World:
                 engine_id=slot.engine_id,
                 max_clock_skew=math.inf,
                 recover=False,
+                max_parallel_activities=0,  # one thread runs the world: branches in order
                 **options,
             )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.activity import ActivityContext, Verification
@@ -24,17 +25,83 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
+from weft_serverless.workflow import ActivityDefinition
 
 from .. import timers
 from ..commit import commit
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
 from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
-from ..runtime import logger
-from .attempt import AttemptResult, run_attempt
+from ..runtime import Runtime, logger
+from . import heartbeats
+from .attempt import (
+    CANCELLED,
+    OUT_OF_TIME,
+    Attempt,
+    AttemptResult,
+    Verdict,
+    result_of,
+    start,
+    watch,
+)
+from .heartbeats import Heartbeats
 from .scope import StepScope
+
+AGAIN = "again"
+"""``conclude``: the failed attempt's retry is due already: prepare the next one now."""
+
+
+@dataclass(slots=True)
+class Ready:
+    """An attempt about to start (or, with ``result``, one already answered asynchronously)."""
+
+    cmd: Run
+    activity: ActivityDefinition
+    encoded_input: bytes
+    number: int
+    context: ActivityContext
+    first: float  # engine time the step's first attempt started: schedule_to_close counts from it
+    previous_hb: bytes | None
+    result: AttemptResult | None = None
+    park_failures: list[BaseException] = field(default_factory=list)
+
+    @property
+    def budget_end(self) -> float | None:
+        s2c = self.cmd.schedule_to_close
+        return None if s2c is None else self.first + s2c
+
+    def attempt(self, rt: Runtime) -> Attempt:
+        """The attempt to start, its heartbeats wired to the engine."""
+        attempt = Attempt(rt, self.cmd, self.context, self.budget_end)
+        self.context.on_heartbeat = Heartbeats(rt, attempt)
+        return attempt
 
 
 def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
+    rt = scope.rt
+    while True:
+        ready = prepare(scope, cmd, slot)
+        if not isinstance(ready, Ready):
+            return ready
+        verdict: Verdict
+        if ready.result is not None:
+            verdict = ready.result
+        else:
+            attempt = ready.attempt(rt)
+            watched = attempt.watched() or rt.time_left is not None
+            start(rt, ready.activity, ready.encoded_input, attempt, inline=not watched)
+            if attempt.future.done():
+                verdict = result_of(rt, attempt)
+            else:
+                [(_, verdict)] = watch(rt, [attempt])
+        step = conclude(scope, slot, ready, verdict)
+        if not isinstance(step, str):  # AGAIN: the retry is due already
+            return step
+
+
+def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
+    """Everything before an attempt runs: its number, whether it may run now (a retry's
+    backoff, an async attempt still out, an idempotent activity's reconciliation, the
+    invocation's time, the schedule_to_close budget) and its context."""
     rt, workflow_id = scope.rt, scope.workflow_id
     try:
         encoded_input = rt.encode_payload(cmd.input, f"input of activity {cmd.activity!r}")
@@ -44,56 +111,112 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
-    while True:
-        if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
-            return None
-        number = int(attempts[-1]["n"]) + 1 if attempts else 1
-        result = _async_outcome(scope, cmd, slot, number)
-        if result is None and f"{slot}@{number}" in scope.history.pending:
-            return None  # started asynchronously; waiting for complete/fail_activity
-        if result is None:
-            if cmd.idempotency_key is not None:
-                reconciled = _reconcile_or_mark_started(scope, cmd, slot, number, encoded_input)
-                if reconciled is not None:
-                    return reconciled
-            if rt.low_on_time(cmd.timeout):
-                scope.yield_to_next_invocation(slot, number)
-                return None
-            rt.fence.before_activity(workflow_id)
-            context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
-            park_failures: list[BaseException] = []
-            context.on_async = functools.partial(_park_async, scope, slot, number, park_failures)
-            result = run_attempt(rt, activity, cmd, encoded_input, context)
-            if park_failures:
-                raise park_failures[0]  # the drive's error, not the activity's failure
-            if context.async_token is not None:
-                return None
-        if result.ok:
-            value = decode(result.value) if result.value is not None else None
-            return scope.finish(slot, Outcome(value), {"v": result.value, "a": number})
-        retries = result.retryable and number < cmd.retry.max_attempts
-        due = rt.now() + cmd.retry.backoff(number) if retries else None
-        failure = attempt_failure(number, result.error_type, result.message, rt.now())
-        _log_failed_attempt(scope, cmd, slot, failure, due)
-        if due is not None:
-            rt.metrics.activity_retries += 1
-            stored = scope.park(
-                keys.attempt_key(workflow_id, slot, number),
-                failure,
-                due,
-                timers.RETRY,
-                f"{slot}#{number}",
-                also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
-                if number > ATTEMPT_HISTORY
-                else [],
-            )
-            scope.history.attempts.setdefault(slot, attempts).append(stored)
-            del attempts[:-ATTEMPT_HISTORY]
-            continue
-        err = error_record(
-            "activity", result.error_type, result.message, activity=cmd.activity, attempts=number
+    if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
+        return None
+    number = int(attempts[-1]["n"]) + 1 if attempts else 1
+    first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else rt.now()
+    previous = attempts[-1].get("hb") if attempts else None
+    context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
+    ready = Ready(cmd, activity, encoded_input, number, context, first, previous)
+    ready.result = _async_outcome(scope, cmd, slot, number)
+    if ready.result is not None:
+        return ready
+    if f"{slot}@{number}" in scope.history.pending:
+        return None  # started asynchronously; waiting for complete/fail_activity
+    if ready.budget_end is not None and rt.now() >= ready.budget_end:
+        ready.result = _out_of_budget(ready, "no attempt may start after it")
+        return ready
+    if cmd.idempotency_key is not None:
+        reconciled = _reconcile_or_mark_started(scope, cmd, slot, number, encoded_input)
+        if reconciled is not None:
+            return reconciled
+    if rt.low_on_time(cmd.timeout):
+        scope.yield_to_next_invocation(slot, number)
+        return None
+    rt.fence.before_activity(workflow_id)
+    context.heartbeat_details = heartbeats.previous_details(scope.history, slot, attempts)
+    context.on_async = functools.partial(_park_async, scope, slot, number, ready.park_failures)
+    return ready
+
+
+def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Done | str | None:
+    """Record how an attempt ended: the step's result, a retry (``AGAIN`` when it is due
+    already), its final failure; None when nothing is recorded (the attempt was given up
+    because the run ended or the branch lost, or it waits for the next invocation or an
+    async completion)."""
+    rt, workflow_id, cmd, number = scope.rt, scope.workflow_id, ready.cmd, ready.number
+    if ready.park_failures:
+        raise ready.park_failures[0]  # the drive's error, not the activity's failure
+    if verdict == CANCELLED:
+        return None
+    if verdict == OUT_OF_TIME:
+        scope.yield_to_next_invocation(slot, number)
+        return None
+    assert isinstance(verdict, AttemptResult)
+    if ready.result is None and verdict.timeout is None and ready.context.cancelled:
+        return None  # it returned after it was told to stop (the run ended): void
+    if ready.context.async_token is not None and ready.result is None:
+        return None
+    stale_beat = slot in scope.history.heartbeats or ready.context.latest_heartbeat is not None
+    cleanup = [Delete(keys.heartbeat_key(workflow_id, slot))] if stale_beat else []
+    if verdict.ok:
+        value = decode(verdict.value) if verdict.value is not None else None
+        done = scope.finish(slot, Outcome(value), {"v": verdict.value, "a": number})
+        done.cleanup.extend(cleanup)
+        return done
+    retries = verdict.retryable and number < cmd.retry.max_attempts
+    due = rt.now() + cmd.retry.backoff(number) if retries else None
+    budget_end = ready.budget_end
+    if due is not None and budget_end is not None and due > budget_end:
+        verdict = _out_of_budget(ready, f"retry {number + 1} would start after it", verdict)
+        due = None
+    failure = attempt_failure(number, verdict.error_type, verdict.message, rt.now())
+    _log_failed_attempt(scope, cmd, slot, failure, due)
+    if due is not None:
+        rt.metrics.activity_retries += 1
+        failure["first"] = ready.first
+        beat = ready.context.latest_heartbeat or ready.previous_hb
+        if beat is not None:
+            failure["hb"] = beat
+        stored = scope.park(
+            keys.attempt_key(workflow_id, slot, number),
+            failure,
+            due,
+            timers.RETRY,
+            f"{slot}#{number}",
+            also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
+            if number > ATTEMPT_HISTORY
+            else [],
         )
-        return scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+        attempts = scope.history.attempts.setdefault(slot, [])
+        attempts.append(stored)
+        del attempts[:-ATTEMPT_HISTORY]
+        return AGAIN
+    fields: dict[str, Any] = {"activity": cmd.activity, "attempts": number}
+    if verdict.timeout is not None:
+        fields["timeout"] = verdict.timeout
+    err = error_record("activity", verdict.error_type, verdict.message, **fields)
+    done = scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+    done.cleanup.extend(cleanup)
+    return done
+
+
+def _out_of_budget(ready: Ready, why: str, last: AttemptResult | None = None) -> AttemptResult:
+    """The step's final failure once its schedule_to_close budget is spent."""
+    cmd = ready.cmd
+    message = (
+        f"activity {cmd.activity!r} used up its schedule_to_close of {cmd.schedule_to_close}s "
+        f"after {ready.number - (last is None)} attempt(s): {why}"
+    )
+    if last is not None:
+        message += f" (attempt {ready.number} failed: {last.error_type}: {last.message})"
+    return AttemptResult(
+        ok=False,
+        error_type="ActivityTimeoutError",
+        message=message,
+        retryable=False,
+        timeout="schedule_to_close",
+    )
 
 
 def _log_failed_attempt(

@@ -1,23 +1,41 @@
-"""Running one attempt of an activity, with its per-attempt timeout.
+"""One attempt of an activity: where it runs, the limits it runs under, what it gave back.
 
-A timed-out synchronous attempt cannot be killed in Python; it is abandoned on a daemon
-thread and its eventual result ignored, which is why activities must be idempotent.
+An attempt runs inline on the drive's thread when nothing has to watch it (no time limit,
+no invocation deadline, not a branch running beside others); otherwise it runs on the
+engine's activity threads (or its event loop, for ``async def``) while the drive watches
+its limits. An attempt that passes
+a limit is given up at once: its cancel event is set, an ``async def`` one is cancelled, and
+whatever it returns later is discarded (Python cannot stop a thread, which is why activities
+must be idempotent and should check ``current_activity().cancelled``).
 """
 
 from __future__ import annotations
 
-import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless.activity import ActivityContext, set_current
 from weft_serverless.codec import decode
 from weft_serverless.commands import Run
-from weft_serverless.errors import ActivityTimeoutError, CodecError, PayloadTooLargeError
+from weft_serverless.errors import CodecError, PayloadTooLargeError
+from weft_serverless.errors_activity import TimeoutKind
 from weft_serverless.workflow import ActivityDefinition
 
+from ..activity_threads import Job
 from ..records import cut_message
 from ..runtime import Runtime
+
+POLL_SECONDS = 0.05
+"""How often a watching drive looks at its attempts' limits, cancels and the invocation clock
+(engine time may be virtual: only looking tells it has moved)."""
+
+CANCELLED = "cancelled"
+"""An attempt given up because its run ended or its branch lost: nothing is recorded."""
+OUT_OF_TIME = "out-of-time"
+"""An attempt given up because the invocation is about to end: it runs again in the next."""
 
 
 @dataclass(slots=True)
@@ -27,20 +45,119 @@ class AttemptResult:
     error_type: str = ""
     message: str = ""
     retryable: bool = True
+    timeout: TimeoutKind | None = None
 
 
-def run_attempt(
+class Attempt:
+    """A started attempt and the clocks its limits are measured on.
+
+    A limit passes when either clock says so: engine time (virtual in tests, moved by
+    ``TestEngine.advance``) or real time (which a virtual clock does not see).
+    """
+
+    def __init__(
+        self, rt: Runtime, cmd: Run, context: ActivityContext, budget_end: float | None
+    ) -> None:
+        self.cmd, self.context = cmd, context
+        self.started, self.started_real = rt.now(), time.monotonic()
+        self.beat, self.beat_real = self.started, self.started_real
+        self.budget_end = budget_end  # engine time when schedule_to_close runs out
+        self.future: Future[Any] = Future()
+        self.job: Job | None = None
+
+    def beaten(self, now: float) -> None:
+        """A heartbeat arrived: the heartbeat timeout counts from here."""
+        self.beat, self.beat_real = now, time.monotonic()
+
+    def overdue(self, now: float) -> TimeoutKind | None:
+        real = time.monotonic()
+        cmd = self.cmd
+        if self.budget_end is not None and (
+            now >= self.budget_end or real - self.started_real >= self.budget_end - self.started
+        ):
+            return "schedule_to_close"
+        if cmd.timeout is not None and (
+            now - self.started >= cmd.timeout or real - self.started_real >= cmd.timeout
+        ):
+            return "start_to_close"
+        hb = cmd.heartbeat_timeout
+        if hb is not None and (now - self.beat >= hb or real - self.beat_real >= hb):
+            return "heartbeat"
+        return None
+
+    def watched(self) -> bool:
+        cmd = self.cmd
+        return any(
+            limit is not None for limit in (cmd.timeout, cmd.heartbeat_timeout, self.budget_end)
+        )
+
+
+def start(
     rt: Runtime,
     activity: ActivityDefinition,
-    cmd: Run,
     encoded_input: bytes,
-    context: ActivityContext,
-) -> AttemptResult:
-    """Run one attempt; never raises for the activity's own failures."""
+    attempt: Attempt,
+    *,
+    inline: bool,
+    wait_for_place: bool = True,
+) -> bool:
+    """Start ``attempt`` (finished already when ``inline``); False when no thread was free
+    and ``wait_for_place`` is False."""
     rt.metrics.activity_attempts += 1
-    arg = decode(encoded_input)
+    rt.attempts.add(attempt.context)
+    args = (decode(encoded_input),) if activity.takes_input else ()
+    context = attempt.context
+    if activity.is_async:
+        attempt.future = rt.activity_threads.run_coroutine(_run_async(activity, args, context))
+        return True
+    if inline:
+        set_current(context)
+        try:
+            attempt.future.set_result(activity.fn(*args))
+        except Exception as exc:
+            attempt.future.set_exception(exc)
+        finally:
+            set_current(None)
+        return True
+
+    def call() -> Any:
+        set_current(context)
+        try:
+            return activity.fn(*args)
+        finally:
+            set_current(None)
+
+    job = rt.activity_threads.submit(call, wait=wait_for_place)
+    if job is None:
+        rt.metrics.activity_attempts -= 1
+        rt.attempts.discard(context)
+        return False
+    attempt.job, attempt.future = job, job.future
+    return True
+
+
+async def _run_async(
+    activity: ActivityDefinition, args: tuple[Any, ...], context: ActivityContext
+) -> Any:
+    set_current(context)  # this task's own context: other attempts on the loop keep theirs
+    return await activity.fn(*args)
+
+
+def give_up(rt: Runtime, attempt: Attempt) -> None:
+    """Stop waiting for ``attempt``: tell it to stop, and free its place for another."""
+    attempt.context.cancel_event.set()
+    attempt.future.cancel()  # an async attempt's task gets asyncio cancellation
+    if attempt.job is not None:
+        rt.activity_threads.abandon(attempt.job)
+    rt.attempts.discard(attempt.context)
+
+
+def result_of(rt: Runtime, attempt: Attempt) -> AttemptResult:
+    """What a finished attempt gave back, as the step records it."""
+    rt.attempts.discard(attempt.context)
+    cmd, context = attempt.cmd, attempt.context
     try:
-        value = _call(activity, arg, cmd.timeout, context)
+        value = attempt.future.result()
     except Exception as exc:
         names = [cls.__name__ for cls in type(exc).__mro__]
         return AttemptResult(
@@ -60,59 +177,76 @@ def run_attempt(
     return AttemptResult(ok=True, value=data)
 
 
-def _call(
-    activity: ActivityDefinition, arg: Any, timeout: float | None, context: ActivityContext
-) -> Any:
-    args = (arg,) if activity.takes_input else ()
-    if timeout is not None and not activity.is_async:
-        return _call_in_thread(activity, args, timeout, context)
-    set_current(context)
-    try:
-        if activity.is_async:
-            import asyncio  # only async activities pay for it
-
-            return asyncio.run(_with_timeout(activity, args, timeout))
-        return activity.fn(*args)
-    finally:
-        set_current(None)
-
-
-async def _with_timeout(
-    activity: ActivityDefinition, args: tuple[Any, ...], timeout: float | None
-) -> Any:
-    if timeout is None:
-        return await activity.fn(*args)
-    import asyncio
-
-    try:
-        return await asyncio.wait_for(activity.fn(*args), timeout)
-    except TimeoutError:
-        raise ActivityTimeoutError(
-            f"activity {activity.name!r} attempt exceeded its timeout of {timeout}s"
-        ) from None
+def timed_out(attempt: Attempt, kind: TimeoutKind) -> AttemptResult:
+    """The failure of an attempt given up because a limit passed."""
+    cmd = attempt.cmd
+    what = {
+        "start_to_close": f"ran past its timeout of {cmd.timeout}s",
+        "heartbeat": f"sent no heartbeat for {cmd.heartbeat_timeout}s (heartbeat_timeout)",
+        "schedule_to_close": f"ran past the step's schedule_to_close of {cmd.schedule_to_close}s",
+    }[kind]
+    return AttemptResult(
+        ok=False,
+        error_type="ActivityTimeoutError",
+        message=f"activity {cmd.activity!r} attempt {attempt.context.attempt} {what}",
+        retryable=kind != "schedule_to_close"
+        and cmd.retry.is_retryable(["ActivityTimeoutError", "WeftError"], None),
+        timeout=kind,
+    )
 
 
-def _call_in_thread(
-    activity: ActivityDefinition, args: tuple[Any, ...], timeout: float, context: ActivityContext
-) -> Any:
-    outcome: dict[str, Any] = {}
-    done = threading.Event()
+Verdict = AttemptResult | str
+"""How a watched attempt ended: its result, ``CANCELLED`` or ``OUT_OF_TIME``."""
 
-    def target() -> None:
-        set_current(context)
-        try:
-            outcome["value"] = activity.fn(*args)
-        except BaseException as exc:  # handed back to the caller's thread
-            outcome["error"] = exc
-        finally:
-            done.set()
 
-    worker = threading.Thread(target=target, name=f"weft-activity-{activity.name}", daemon=True)
-    worker.start()
-    if not done.wait(timeout):
-        raise ActivityTimeoutError(
-            f"activity {activity.name!r} attempt exceeded its timeout of {timeout}s"
-        )
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+def watch(
+    rt: Runtime, running: Sequence[Attempt], until: Callable[[], bool] | None = None
+) -> list[tuple[Attempt, Verdict]]:
+    """Wait until at least one attempt of ``running`` finishes or is given up; return those
+    (none when ``until()`` turned true first).
+
+    Never waits for a given-up attempt: a passed limit, a cancel (the run ended, the branch
+    lost) or the invocation's end gives it up at once.
+    """
+    while True:
+        now = rt.now()
+        out_of_time = rt.time_left is not None and rt.low_on_time(None)
+        ended: list[tuple[Attempt, Verdict]] = []
+        for attempt in running:
+            if attempt.future.done():
+                ended.append((attempt, result_of(rt, attempt)))
+                continue
+            verdict: Verdict | None = None
+            if attempt.context.cancel_event.is_set():
+                verdict = CANCELLED
+            elif (kind := attempt.overdue(now)) is not None:
+                verdict = timed_out(attempt, kind)
+                rt.metrics.incr(f"activity_timeouts.{kind}")
+            elif out_of_time:
+                verdict = OUT_OF_TIME
+            if verdict is not None:
+                give_up(rt, attempt)
+                ended.append((attempt, verdict))
+        if ended or (until is not None and until()):
+            return ended
+        wait([a.future for a in running], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+
+
+def run_attempt(
+    rt: Runtime,
+    activity: ActivityDefinition,
+    cmd: Run,
+    encoded_input: bytes,
+    context: ActivityContext,
+    *,
+    budget_end: float | None = None,
+) -> Verdict:
+    """Run one attempt to its end (or until it is given up); never raises for the activity's
+    own failure."""
+    attempt = Attempt(rt, cmd, context, budget_end)
+    watched = attempt.watched() or rt.time_left is not None
+    start(rt, activity, encoded_input, attempt, inline=not watched)
+    if attempt.future.done():
+        return result_of(rt, attempt)
+    [(_, verdict)] = watch(rt, [attempt])
+    return verdict
