@@ -73,7 +73,11 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
-from weft_serverless.errors_activity import ActivityTimedOutError, ActivityTimeoutError
+from weft_serverless.errors_activity import (
+    ActivityCancelledError,
+    ActivityTimedOutError,
+    ActivityTimeoutError,
+)
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
@@ -92,6 +96,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_WORKFLOW_ID_BYTES",
     "WORKFLOW_STATUSES",
+    "ActivityCancelledError",
     "ActivityContext",
     "ActivityFailedError",
     "ActivityReconciliationError",

@@ -33,3 +33,11 @@ class ActivityTimedOutError(ActivityFailedError, ActivityTimeoutError):
             self, activity, "ActivityTimeoutError", error_message, attempts
         )
         self.kind = kind
+
+
+class ActivityCancelledError(WeftError):
+    """What an activity may raise once ``current_activity().cancelled`` is set, to stop.
+
+    The engine discards whatever a given-up attempt ends with, so raising it (or returning)
+    only ends the attempt sooner; raised without a cancel it is an ordinary failed attempt.
+    """

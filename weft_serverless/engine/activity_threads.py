@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import asyncio
 
-DEFAULT_MAX_PARALLEL = 16
+DEFAULT_MAX_PARALLEL = 32
 """Attempts of plain (non-async) activities one engine runs at once, by default."""
 MAX_PARALLEL_LIMIT = 1024
 

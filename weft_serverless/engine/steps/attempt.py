@@ -48,6 +48,27 @@ class AttemptResult:
     timeout: TimeoutKind | None = None
 
 
+class Ran:
+    """How an inline attempt ended: a finished future's answers, without a future's locks
+    (the hot path of a plain ``ctx.run``)."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, error: Exception | None = None) -> None:
+        self.value, self.error = value, error
+
+    def done(self) -> bool:
+        return True
+
+    def cancel(self) -> bool:
+        return False
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 class Attempt:
     """A started attempt and the clocks its limits are measured on.
 
@@ -62,7 +83,7 @@ class Attempt:
         self.started, self.started_real = rt.now(), time.monotonic()
         self.beat, self.beat_real = self.started, self.started_real
         self.budget_end = budget_end  # engine time when schedule_to_close runs out
-        self.future: Future[Any] = Future()
+        self.future: Future[Any] | Ran = _NOT_STARTED
         self.job: Job | None = None
 
     def beaten(self, now: float) -> None:
@@ -113,9 +134,9 @@ def start(
     if inline:
         set_current(context)
         try:
-            attempt.future.set_result(activity.fn(*args))
+            attempt.future = Ran(activity.fn(*args))
         except Exception as exc:
-            attempt.future.set_exception(exc)
+            attempt.future = Ran(error=exc)
         finally:
             set_current(None)
         return True
@@ -195,6 +216,8 @@ def timed_out(attempt: Attempt, kind: TimeoutKind) -> AttemptResult:
     )
 
 
+_NOT_STARTED = Ran(error=RuntimeError("the attempt has not started"))
+
 Verdict = AttemptResult | str
 """How a watched attempt ended: its result, ``CANCELLED`` or ``OUT_OF_TIME``."""
 
@@ -229,7 +252,8 @@ def watch(
                 ended.append((attempt, verdict))
         if ended or (until is not None and until()):
             return ended
-        wait([a.future for a in running], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+        futures = [a.future for a in running if isinstance(a.future, Future)]
+        wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
 
 
 def run_attempt(
