@@ -57,6 +57,7 @@ class Engine(OperatorMoves, ScheduleMoves):
         workflow_claim_renew_interval: float = 5.0,
         retention: Mapping[str, Duration] | None = None,
         max_clock_skew: float | None = None,
+        services: Callable[[], Mapping[str, Any]] | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -76,6 +77,7 @@ class Engine(OperatorMoves, ScheduleMoves):
             engine_id=engine_id or uuid.uuid4().hex,
             retention=config.parse_retention(retention),
             clock_skew=config.clock_skew_limit(max_clock_skew, renew),
+            services=config.check_services(services, workflows),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -97,15 +99,9 @@ class Engine(OperatorMoves, ScheduleMoves):
     ) -> WorkflowHandle:
         """Start a run and, in manual mode, drive it inline until it parks or finishes."""
         self._open()
+        when = (start_at, start_after)
         state = starts.new_state(
-            self._rt,
-            workflow_type,
-            input,
-            id,
-            idempotency_key,
-            execution_timeout,
-            start_at,
-            start_after,
+            self._rt, workflow_type, input, id, idempotency_key, execution_timeout, *when
         )
         started = lifecycle.start_workflow(self._rt, state)
         if state.status == RUNNING:

@@ -34,6 +34,7 @@ from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 from .clock_skew import ClockGuard
 from .ownership import OwnerHost, Ownership
 from .parked_runs import ParkedRuns
+from .services import ServiceFactory, Services
 from .telemetry import Metrics, logger
 
 BackgroundTasks = Literal["manual", "automatic"]
@@ -179,6 +180,8 @@ class Runtime:
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
     # Generators of runs this engine parked, reused by its next drive when still current.
     parked: ParkedRuns = field(default_factory=ParkedRuns)
+    # Clients for activities, built by the services factory on first ask (services.py).
+    services: Services = field(default_factory=Services)
 
     @property
     def closed(self) -> bool:
@@ -205,6 +208,8 @@ class Runtime:
         replaced = ActivityDefinition.of(name, override)
         if replaced.verify is None and declared.verify is not None:
             replaced = dataclasses.replace(replaced, verify=declared.verify)
+        if not replaced.services:  # a test double still needs what the activity declared
+            replaced = dataclasses.replace(replaced, services=declared.services)
         return replaced
 
     def encode_payload(self, value: Any, what: str) -> bytes:
@@ -227,12 +232,14 @@ def assemble(
     engine_id: str,
     retention: Mapping[str, float] | None = None,
     clock_skew: float | None = None,
+    services: ServiceFactory | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
     ``max_payload_bytes`` is the configured cap (None: the default, see ``payload_limit``);
-    ``clock_skew`` the checked ``max_clock_skew`` (None: no check). Nothing is read yet:
-    the caller bootstraps the mode.
+    ``clock_skew`` the checked ``max_clock_skew`` (None: no check); ``services`` the
+    checked services factory (not called here). Nothing is read yet: the caller bootstraps
+    the mode.
     """
     metrics, engine_time, shutdown = Metrics(), EngineTime(clock), Shutdown()
     guard = ClockGuard(storage, metrics, clock_skew)
@@ -259,6 +266,7 @@ def assemble(
         time=engine_time,
         shutdown=shutdown,
         retention=dict(retention or {}),
+        services=Services(services, metrics),
     )
 
 

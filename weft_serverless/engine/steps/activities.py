@@ -61,6 +61,7 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
                 return None
             rt.fence.before_activity(workflow_id)
             context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
+            context.provide_services = rt.services.provider(cmd.activity, activity.services)
             park_failures: list[BaseException] = []
             context.on_async = functools.partial(_park_async, scope, slot, number, park_failures)
             result = run_attempt(rt, activity, cmd, encoded_input, context)
