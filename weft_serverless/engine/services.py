@@ -93,7 +93,9 @@ class Services:
         with self._lock:
             if self._built is None:
                 if self._building:
-                    raise ServicesUnavailableError(activity, "asked for services while building")
+                    raise ServicesUnavailableError(
+                        activity, "itself asked for services (a factory cannot use them)"
+                    )
                 self._building = True
                 try:
                     self._built = self._build(self._factory, activity)
@@ -104,6 +106,9 @@ class Services:
     def _build(self, factory: ServiceFactory, activity: str) -> Mapping[str, Any]:
         try:
             result = factory()
+        except ServicesUnavailableError:
+            self._metrics.incr("services.failed")
+            raise
         except Exception as exc:
             self._metrics.incr("services.failed")
             raise ServicesUnavailableError(activity, f"raised {type(exc).__name__}: {exc}") from exc
