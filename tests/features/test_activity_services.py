@@ -14,8 +14,11 @@ attempt whose activity declares a name the built services lack fails on its firs
 from __future__ import annotations
 
 import contextlib
+import importlib
+import textwrap
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +28,7 @@ from weft_serverless import (
     ActivityContext,
     Engine,
     InvalidArgumentError,
+    MemoryStorage,
     MissingServiceError,
     RetryPolicy,
     ServicesUnavailableError,
@@ -35,6 +39,7 @@ from weft_serverless import (
     current_activity,
     workflow,
 )
+from weft_serverless.aws import build_engine
 from weft_serverless.testing import CrashingStorage, TestEngine
 
 RETRY = RetryPolicy(max_attempts=3, initial_backoff=1.0, backoff_multiplier=1.0)
@@ -372,3 +377,43 @@ def test_a_factory_that_asks_for_services_itself_gets_an_error(storage_factory: 
     assert error["type"] == "ActivityFailedError"
     assert "ServicesUnavailableError" in error["message"]
     assert "the services factory itself asked for services" in error["message"]
+
+
+def test_the_lambda_engine_takes_services_from_the_workflows_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``WEFT_WORKFLOWS_MODULE`` may export ``services`` beside ``workflows``: the container's
+    engine gets it, unbuilt until an activity asks."""
+    (tmp_path / "svc_flows_module.py").write_text(
+        textwrap.dedent(
+            """
+            from weft_serverless import activity, current_activity, workflow
+
+            built = []
+
+            def services():
+                built.append(1)
+                return {"s3": "s3-client"}
+
+            def upload(key):
+                return f"{current_activity().services['s3']}:{key}"
+
+            def body(ctx, key):
+                return (yield ctx.run("upload", key))
+
+            workflows = {
+                "store": workflow("store")
+                .activities(upload=activity(upload, services=("s3",)))
+                .execute(body)
+            }
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    environ = {"WEFT_WORKFLOWS_MODULE": "svc_flows_module", "WEFT_OWNERSHIP": "none"}
+    engine = build_engine(environ, storage=MemoryStorage())
+    module = importlib.import_module("svc_flows_module")
+    assert module.built == []
+    assert engine.start("store", "a", id="r").result() == "s3-client:a"
+    assert module.built == [1]
+    engine.close()
