@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import textwrap
+import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +32,7 @@ from weft_serverless import (
     MissingServiceError,
     RetryPolicy,
     ServicesUnavailableError,
+    SQLiteStorage,
     UnknownServiceError,
     WorkflowDefinition,
     WorkflowFailedError,
@@ -40,6 +41,7 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.aws import build_engine
+from weft_serverless.cli import main as cli_main
 from weft_serverless.testing import CrashingStorage, TestEngine
 
 RETRY = RetryPolicy(max_attempts=3, initial_backoff=1.0, backoff_multiplier=1.0)
@@ -379,41 +381,70 @@ def test_a_factory_that_asks_for_services_itself_gets_an_error(storage_factory: 
     assert "the services factory itself asked for services" in error["message"]
 
 
-def test_the_lambda_engine_takes_services_from_the_workflows_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+SERVICES_MODULE = """
+from weft_serverless import activity, current_activity, workflow
+
+built = []
+
+
+def services():
+    built.append(1)
+    return {"s3": "s3-client"}
+
+
+def upload(key):
+    return f"{current_activity().services['s3']}:{key}"
+
+
+def body(ctx, key):
+    go = yield ctx.wait_for_signal("go")
+    return (yield ctx.run("upload", f"{key}-{go}"))
+
+
+workflows = {
+    "store": workflow("store").activities(upload=activity(upload, services=("s3",))).execute(body)
+}
+"""
+
+
+@pytest.fixture
+def services_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A workflows module that exports ``services`` too (its activity declares ``s3``)."""
+    name = f"svc_flows_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(SERVICES_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return importlib.import_module(name)
+
+
+def test_the_lambda_engine_takes_services_from_the_workflows_module(services_module: Any) -> None:
     """``WEFT_WORKFLOWS_MODULE`` may export ``services`` beside ``workflows``: the container's
     engine gets it, unbuilt until an activity asks."""
-    (tmp_path / "svc_flows_module.py").write_text(
-        textwrap.dedent(
-            """
-            from weft_serverless import activity, current_activity, workflow
-
-            built = []
-
-            def services():
-                built.append(1)
-                return {"s3": "s3-client"}
-
-            def upload(key):
-                return f"{current_activity().services['s3']}:{key}"
-
-            def body(ctx, key):
-                return (yield ctx.run("upload", key))
-
-            workflows = {
-                "store": workflow("store")
-                .activities(upload=activity(upload, services=("s3",)))
-                .execute(body)
-            }
-            """
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    environ = {"WEFT_WORKFLOWS_MODULE": "svc_flows_module", "WEFT_OWNERSHIP": "none"}
+    environ = {"WEFT_WORKFLOWS_MODULE": services_module.__name__, "WEFT_OWNERSHIP": "none"}
     engine = build_engine(environ, storage=MemoryStorage())
-    module = importlib.import_module("svc_flows_module")
-    assert module.built == []
-    assert engine.start("store", "a", id="r").result() == "s3-client:a"
-    assert module.built == [1]
+    engine.start("store", "a", id="r")
+    assert services_module.built == []
+    engine.signal("r", "go", 1)
+    assert engine.describe("r").result == "s3-client:a-1"
+    assert services_module.built == [1]
     engine.close()
+
+
+def test_the_operator_cli_builds_its_engine_with_the_modules_services(
+    services_module: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``weft signal --workflows MODULE`` drives the woken run inline: its engine takes the
+    module's ``services`` (without them, ``Engine.create`` would refuse the declaration)."""
+    path = tmp_path / "weft.db"
+    with Engine.create(
+        SQLiteStorage(path),
+        services_module.workflows,
+        background_tasks="manual",
+        services=services_module.services,
+    ) as engine:
+        engine.start("store", "a", id="r")
+    argv = ["signal", "r", "go", "--payload", "2", "--json", "--db", str(path)]
+    status = cli_main([*argv, "--workflows", services_module.__name__])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert json.loads(out)["status"] == "completed"
+    assert services_module.built == [1]
