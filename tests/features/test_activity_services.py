@@ -448,3 +448,18 @@ def test_the_operator_cli_builds_its_engine_with_the_modules_services(
     assert status == 0, err
     assert json.loads(out)["status"] == "completed"
     assert services_module.built == [1]
+
+
+def test_a_test_double_keeps_the_declared_services(storage_factory: Opener) -> None:
+    """``TestEngine.mock`` replaces the function, not the declaration: a declared name the
+    factory lacks still fails the mock's first ask."""
+
+    def body(ctx: Any, key: Any) -> Any:
+        return (yield ctx.run("upload", key, retry=RETRY))
+
+    defs = _defs(body, upload=activity(_upload, services=("s3", "queue")))
+    te = make_engine(storage_factory, defs, services=Factory())
+    te.mock("upload", lambda key: current_activity().services["s3"])
+    with pytest.raises(WorkflowFailedError):
+        te.start("store", "a", id="r").result()
+    assert _failures(te, "r") == [(1, "UnknownServiceError")]
