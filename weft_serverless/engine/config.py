@@ -78,8 +78,9 @@ def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
 def check_services(
     factory: object, workflows: Mapping[str, WorkflowDefinition]
 ) -> ServiceFactory | None:
-    """The services factory is callable (it is not called: services are built lazily); with
-    none, no registered activity may declare a service (``MissingServiceError``)."""
+    """The services factory is callable (it is not called: services are built lazily; a
+    non-callable is an ``InvalidArgumentError`` naming the field, as in ``activity()``);
+    with none, no registered activity may declare a service (``MissingServiceError``)."""
     if factory is None:
         for name, definition in workflows.items():
             for activity_name, activity in definition.activities.items():
