@@ -79,6 +79,11 @@ from weft_serverless.errors_activity import (
     ActivityTimeoutError,
 )
 from weft_serverless.errors_history import HistoryLimitExceededError
+from weft_serverless.errors_services import (
+    MissingServiceError,
+    ServicesUnavailableError,
+    UnknownServiceError,
+)
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.schedule_errors import (
@@ -119,6 +124,7 @@ __all__ = [
     "InvalidScheduleError",
     "MaintenanceReport",
     "MemoryStorage",
+    "MissingServiceError",
     "NondeterminismError",
     "Owner",
     "OwnershipModeMismatchError",
@@ -130,11 +136,13 @@ __all__ = [
     "ScheduleDescription",
     "ScheduleHandle",
     "ScheduleNotFoundError",
+    "ServicesUnavailableError",
     "StorageError",
     "StorageLimitError",
     "TimelineStep",
     "UnknownActivityError",
     "UnknownQueryError",
+    "UnknownServiceError",
     "UnknownUpdateError",
     "UnknownWorkflowTypeError",
     "UnsupportedSchemaVersionError",

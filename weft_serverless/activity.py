@@ -4,7 +4,9 @@ heartbeats and cancellation.
 ``current_activity()`` works inside an activity attempt (it is set in the context that runs
 it: the attempt's thread, or its task on the engine's event loop). ``activity(fn,
 verify=...)`` declares a verifier that recovery asks, instead of running an idempotent
-activity again, when a crash left only its "started" record.
+activity again, when a crash left only its "started" record; ``activity(fn,
+services=("s3",))`` declares the engine services it uses, so that an engine created without
+a services factory refuses it at ``Engine.create``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import base64
 import contextvars
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -67,17 +69,37 @@ class ActivitySpec:
 
     fn: Callable[..., Any]
     verify: Callable[[Any, str], Verification] | None = None
+    services: tuple[str, ...] = ()
 
 
 def activity(
-    fn: Callable[..., Any], *, verify: Callable[[Any, str], Verification] | None = None
+    fn: Callable[..., Any],
+    *,
+    verify: Callable[[Any, str], Verification] | None = None,
+    services: Collection[str] = (),
 ) -> ActivitySpec:
-    """Declare an activity with a ``verify(input, idempotency_key)`` reconciliation hook."""
+    """Declare an activity with a ``verify(input, idempotency_key)`` reconciliation hook
+    and the names of the engine services it uses (``current_activity().services``)."""
     if not callable(fn):
         raise InvalidArgumentError("activity() needs a callable")
     if verify is not None and not callable(verify):
         raise InvalidArgumentError("verify must be callable")
-    return ActivitySpec(fn, verify)
+    return ActivitySpec(fn, verify, _service_names(services))
+
+
+def _service_names(services: object) -> tuple[str, ...]:
+    """``services=`` as a tuple of distinct non-empty names, in the order given."""
+    if isinstance(services, str | bytes | Mapping) or not isinstance(services, Collection):
+        raise InvalidArgumentError(
+            f"services must be a tuple of service names, like ('s3',); got {services!r}",
+            "services",
+        )
+    for name in services:
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidArgumentError(
+                f"services must hold non-empty service names (str); got {name!r}", "services"
+            )
+    return tuple(dict.fromkeys(services))
 
 
 @dataclass(slots=True, eq=False)
@@ -97,6 +119,23 @@ class ActivityContext:
     """Set when the engine gives this attempt up: check it, or wait on it, and stop."""
     on_heartbeat: Callable[[bytes], None] | None = field(default=None, repr=False)
     latest_heartbeat: bytes | None = field(default=None, init=False, repr=False)
+    # Set by the engine: builds (once per engine) or returns its services for this attempt.
+    provide_services: Callable[[], Mapping[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def services(self) -> Mapping[str, Any]:
+        """The clients the engine's services factory built: ``services["s3"]``.
+
+        The factory runs once per engine, the first time an attempt asks for this (never
+        when the engine is created, never during replay). ``ServicesUnavailableError`` if it
+        fails (the attempt is retried), ``UnknownServiceError`` for a name it did not provide.
+        """
+        if self.provide_services is None:  # a context built by hand, not by an engine
+            raise InvalidArgumentError(
+                "this ActivityContext has no services; an engine sets provide_services",
+                "provide_services",
+            )
+        return self.provide_services()
 
     @property
     def cancelled(self) -> bool:

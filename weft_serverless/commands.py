@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from weft_serverless.errors import InvalidArgumentError
+from weft_serverless.errors_services import UnknownServiceError
 
 T = TypeVar("T")
 
@@ -36,7 +37,9 @@ class RetryPolicy:
     """How a failed activity attempt is retried, on the engine clock.
 
     ``non_retryable`` holds exception classes or class names; a match (by ``isinstance`` or
-    by any class name in the error's MRO) stops at the first attempt.
+    by any class name in the error's MRO) stops at the first attempt. An
+    ``UnknownServiceError`` is never retried whatever the policy: the engine builds its
+    services once, so a retry on it would fail the same way.
     """
 
     max_attempts: int = 3
@@ -61,6 +64,8 @@ class RetryPolicy:
         return float(min(delay, self.max_backoff))
 
     def is_retryable(self, error_type_names: list[str], error: BaseException | None) -> bool:
+        if isinstance(error, UnknownServiceError):
+            return False
         for entry in self.non_retryable:
             if isinstance(entry, str):
                 if entry in error_type_names:

@@ -26,14 +26,16 @@ class ActivityDefinition:
     takes_input: bool
     is_async: bool
     verify: Callable[[Any, str], Verification] | None = None
+    # Engine services it declares it uses (``activity(fn, services=...)``).
+    services: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, name: str, spec: Callable[..., Any] | ActivitySpec) -> ActivityDefinition:
         if isinstance(spec, ActivitySpec):
-            fn, verify = spec.fn, spec.verify
+            fn, verify, services = spec.fn, spec.verify, spec.services
         else:
-            fn, verify = spec, None
-        return cls(name, fn, _takes_input(fn), inspect.iscoroutinefunction(fn), verify)
+            fn, verify, services = spec, None, ()
+        return cls(name, fn, _takes_input(fn), inspect.iscoroutinefunction(fn), verify, services)
 
 
 def _takes_input(fn: Callable[..., Any]) -> bool:

@@ -48,6 +48,15 @@ def load_workflows(module_name: str) -> dict[str, WorkflowDefinition]:
     return dict(workflows)
 
 
+def load_services(module_name: str) -> Callable[[], Mapping[str, Any]] | None:
+    """The workflows module's optional ``services`` factory (``Engine.create(services=...)``);
+    the engine checks it and calls it only when an activity first asks."""
+    factory: Callable[[], Mapping[str, Any]] | None = getattr(
+        importlib.import_module(module_name), "services", None
+    )
+    return factory
+
+
 def build_engine(
     environ: Mapping[str, str] | None = None,
     *,
@@ -60,12 +69,15 @@ def build_engine(
 
     Anything not passed comes from the environment: storage from ``WEFT_TABLE_NAME`` (and
     ``WEFT_DYNAMODB_ENDPOINT``, ``WEFT_OFFLOAD_BUCKET``), workflows from
-    ``WEFT_WORKFLOWS_MODULE``, ownership from ``WEFT_OWNERSHIP`` (default workflow-lease).
+    ``WEFT_WORKFLOWS_MODULE`` (with its optional ``services`` factory, built lazily once per
+    container), ownership from ``WEFT_OWNERSHIP`` (default workflow-lease).
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
     if workflows is None:
-        workflows = load_workflows(env.get(WORKFLOWS_MODULE_ENV, ""))
+        module_name = env.get(WORKFLOWS_MODULE_ENV, "")
+        workflows = load_workflows(module_name)
+        options.setdefault("services", load_services(module_name))
     if storage is None:
         from weft_serverless.storage.dynamodb import DynamoDBStorage
 

@@ -114,6 +114,7 @@ def operator_engine(
                 background_tasks="manual",
                 recover=False,
                 engine_id=engine_id,
+                services=module_services(args) if workflows else None,
             )
         else:
             engine = reader_engine(storage, engine_id)
@@ -142,6 +143,15 @@ def load_workflows(module_name: str) -> dict[str, Any]:
     if not isinstance(registry, dict):
         raise ConfigurationError(f"module {module_name!r} has no 'workflows' dict")
     return registry
+
+
+def module_services(args: argparse.Namespace) -> Any:
+    """The ``services`` factory the ``--workflows`` module may export beside ``workflows``
+    (its activities may declare services; the engine builds them only if one asks)."""
+    import importlib
+
+    module_name = getattr(args, "workflows", None)
+    return getattr(importlib.import_module(module_name), "services", None) if module_name else None
 
 
 def reader_engine(storage: Storage, engine_id: str) -> Engine:

@@ -16,6 +16,7 @@ from typing import Any
 
 from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
+from weft_serverless.errors_services import MissingServiceError
 from weft_serverless.identifiers import (
     MAX_WORKFLOW_ID_BYTES,
     check_dedup_id,
@@ -29,6 +30,7 @@ from weft_serverless.workflow import WorkflowDefinition
 from .activity_threads import MAX_PARALLEL_LIMIT
 from .ownership import Timing
 from .records import STATUSES, TERMINAL
+from .services import ServiceFactory
 
 __all__ = [
     "DEFAULT_MAX_CLOCK_SKEW",
@@ -42,6 +44,7 @@ __all__ = [
     "check_name",
     "check_page",
     "check_registry",
+    "check_services",
     "check_text",
     "clock_skew_limit",
     "parse_retention",
@@ -71,6 +74,27 @@ def check_registry(workflows: Mapping[str, WorkflowDefinition]) -> None:
                 f"workflows[{name!r}] holds the definition named {definition.name!r}; "
                 "the key must equal the definition's name"
             )
+
+
+def check_services(
+    factory: object, workflows: Mapping[str, WorkflowDefinition]
+) -> ServiceFactory | None:
+    """The services factory is callable (it is not called: services are built lazily; a
+    non-callable is an ``InvalidArgumentError`` naming the field, as in ``activity()``);
+    with none, no registered activity may declare a service (``MissingServiceError``)."""
+    if factory is None:
+        for name, definition in workflows.items():
+            for activity_name, activity in definition.activities.items():
+                if activity.services:
+                    raise MissingServiceError(name, activity_name, activity.services[0])
+        return None
+    if not callable(factory):
+        raise InvalidArgumentError(
+            "services must be a zero-argument callable returning a mapping of names to "
+            f"clients, e.g. services=lambda: {{'s3': boto3.client('s3')}}; got {factory!r}",
+            "services",
+        )
+    return factory
 
 
 def check_engine_options(

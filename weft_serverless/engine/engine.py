@@ -60,6 +60,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
         retention: Mapping[str, Duration] | None = None,
         max_clock_skew: float | None = None,
         max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
+        services: Callable[[], Mapping[str, Any]] | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -80,6 +81,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
             retention=config.parse_retention(retention),
             clock_skew=config.clock_skew_limit(max_clock_skew, renew),
             max_parallel_activities=config.check_parallel_activities(max_parallel_activities),
+            services=config.check_services(services, workflows),
         )
         rt.fence.bootstrap()
         engine = cls(rt)

@@ -36,6 +36,7 @@ from .clock_skew import ClockGuard
 from .ownership import OwnerHost, Ownership
 from .parked_runs import ParkedRuns
 from .running_attempts import RunningAttempts
+from .services import ServiceFactory, Services
 from .telemetry import Metrics, logger
 
 BackgroundTasks = Literal["manual", "automatic"]
@@ -187,6 +188,8 @@ class Runtime:
         default_factory=lambda: ActivityThreads(DEFAULT_MAX_PARALLEL)
     )
     attempts: RunningAttempts = field(default_factory=RunningAttempts)
+    # Clients for activities, built by the services factory on first ask (services.py).
+    services: Services = field(default_factory=Services)
 
     @property
     def closed(self) -> bool:
@@ -219,6 +222,8 @@ class Runtime:
         replaced = ActivityDefinition.of(name, override)
         if replaced.verify is None and declared.verify is not None:
             replaced = dataclasses.replace(replaced, verify=declared.verify)
+        if not replaced.services:  # a test double still needs what the activity declared
+            replaced = dataclasses.replace(replaced, services=declared.services)
         return replaced
 
     def encode_payload(self, value: Any, what: str) -> bytes:
@@ -242,12 +247,14 @@ def assemble(
     retention: Mapping[str, float] | None = None,
     clock_skew: float | None = None,
     max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
+    services: ServiceFactory | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
     ``max_payload_bytes`` is the configured cap (None: the default, see ``payload_limit``);
-    ``clock_skew`` the checked ``max_clock_skew`` (None: no check). Nothing is read yet:
-    the caller bootstraps the mode.
+    ``clock_skew`` the checked ``max_clock_skew`` (None: no check); ``services`` the
+    checked services factory (not called here). Nothing is read yet: the caller bootstraps
+    the mode.
     """
     metrics, engine_time, shutdown = Metrics(), EngineTime(clock), Shutdown()
     guard = ClockGuard(storage, metrics, clock_skew)
@@ -276,6 +283,7 @@ def assemble(
         retention=dict(retention or {}),
         parallel_activities=max_parallel_activities,
         activity_threads=ActivityThreads(max(1, max_parallel_activities)),
+        services=Services(services, metrics),
     )
 
 

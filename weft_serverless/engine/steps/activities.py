@@ -117,6 +117,7 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else rt.now()
     previous = attempts[-1].get("hb") if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
+    context.provide_services = rt.services.provider(cmd.activity, activity.services)
     ready = Ready(cmd, activity, encoded_input, number, context, first, previous)
     ready.result = _async_outcome(scope, cmd, slot, number)
     if ready.result is not None:
