@@ -244,6 +244,7 @@ def test_heartbeats_show_in_weft_show_while_the_attempt_runs(storage_factory: Op
     assert [(s.status, s.heartbeat and s.heartbeat["details"]) for s in steps] == [
         ("running", {"page": 7})
     ]
+    assert steps[0].as_json()["heartbeat"]["details"] == {"page": 7}  # weft show --json
     release.set()
     driving.join(WAIT)
     assert te.get_handle("e").result() == "ok"

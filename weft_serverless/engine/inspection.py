@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from weft_serverless.codec import decode
+from weft_serverless.codec import decode, jsonable
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
@@ -123,6 +123,7 @@ class TimelineStep:
             "committed_at": self.committed_at,
             "detail": self.detail or None,
             "error": self.error,
+            **({"heartbeat": jsonable(self.heartbeat)} if self.heartbeat is not None else {}),
         }
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from weft_serverless.commands import (
     All,
     Command,
+    Map,
     Race,
     Record,
     Run,
@@ -39,6 +40,7 @@ HANDLERS: dict[type[Command[Any]], Handler] = {
     WaitForSignal: waits.wait_for_signal,
     WaitUntil: waits.wait_until,
     All: compose.all_of,
+    Map: compose.all_of,
     Race: compose.race,
     StartChild: children.start_child,
     Record: recorded.record,
@@ -47,6 +49,7 @@ HANDLERS: dict[type[Command[Any]], Handler] = {
 # Commands whose recorded value is not simply the stored ``v``.
 REPLAYERS: dict[type[Command[Any]], Replayer] = {
     All: compose.replay_all,
+    Map: compose.replay_all,
     Race: compose.replay_race,
 }
 
