@@ -300,3 +300,36 @@ def test_bad_fan_out_arguments_are_typed_errors(storage_factory: Opener) -> None
     for bad_bound in (-1, 1025, 2.0, True):
         with pytest.raises(ConfigurationError):
             make_engine(storage_factory, flows, max_parallel_activities=bad_bound)
+
+
+def test_the_invocation_deadline_mid_fan_out_reruns_only_unfinished_branches(
+    storage_factory: Opener,
+) -> None:
+    left = [60.0]
+    calls: dict[int, int] = {}
+    box: list[TestEngine] = []
+    first_branch = keys.op_key("m", keys.branch_slot(keys.step_slot(0), 0))
+
+    def work(x: int) -> int:
+        calls[x] = calls.get(x, 0) + 1
+        act = current_activity()
+        if calls[x] == 1 and x == 1:
+            while box[0].storage.get(first_branch) is None:  # branch 0 is recorded first
+                act.cancel_event.wait(0.005)
+            left[0] = 0.5  # then the invocation nears its end
+        if calls[x] == 1 and x > 0:
+            assert act.cancel_event.wait(BARRIER_SECONDS)
+        return x
+
+    def body(ctx: Any, _: Any) -> Any:
+        return (yield ctx.map("work", range(3)))
+
+    flows = {"m": workflow("m").activities(work=work).execute(body)}
+    te = make_engine(storage_factory, flows)
+    box.append(te)
+    with te.engine.invocation(time_left=lambda: left[0]):
+        te.start("m", id="m")
+    assert te.describe("m").status == "running"
+    te.advance(0)  # the next invocation runs the two given-up branches again
+    assert te.get_handle("m").result() == [0, 1, 2]
+    assert calls == {0: 1, 1: 2, 2: 2}

@@ -11,14 +11,14 @@ that needs it.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported by the first attempt that needs them, not at import
     import asyncio
+    import queue
+    from concurrent.futures import Future
 
 DEFAULT_MAX_PARALLEL = 32
 """Attempts of plain (non-async) activities one engine runs at once, by default."""
@@ -29,6 +29,8 @@ class Job:
     """One attempt handed to a thread: its future, and its place in the bound."""
 
     def __init__(self, call: Callable[[], Any]) -> None:
+        from concurrent.futures import Future
+
         self.call = call
         self.future: Future[Any] = Future()
         self._placed = True
@@ -70,6 +72,8 @@ class ActivityThreads:
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
         if inbox is None:
+            import queue
+
             inbox = queue.SimpleQueue()
             worker = threading.Thread(
                 target=self._work, args=(inbox,), name="weft-activity", daemon=True

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weft_serverless.activity import ActivityContext, set_current
 from weft_serverless.codec import decode
@@ -24,9 +23,13 @@ from weft_serverless.errors import CodecError, PayloadTooLargeError
 from weft_serverless.errors_activity import TimeoutKind
 from weft_serverless.workflow import ActivityDefinition
 
-from ..activity_threads import Job
 from ..records import cut_message
 from ..runtime import Runtime
+
+if TYPE_CHECKING:  # futures are imported by the first attempt that runs off the drive's thread
+    from concurrent.futures import Future
+
+    from ..activity_threads import Job
 
 POLL_SECONDS = 0.05
 """How often a watching drive looks at its attempts' limits, cancels and the invocation clock
@@ -252,7 +255,9 @@ def watch(
                 ended.append((attempt, verdict))
         if ended or (until is not None and until()):
             return ended
-        futures = [a.future for a in running if isinstance(a.future, Future)]
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        futures = [a.future for a in running if not isinstance(a.future, Ran)]
         wait(futures, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
 
 
