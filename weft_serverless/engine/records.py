@@ -160,6 +160,8 @@ class History:
     # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
     # deleted by the next drive (see engine/continuation.py).
     earlier: list[str] = field(default_factory=list)
+    # This run's registered finalizers (``ctx.on_cancel``) by ``{slot}#{position}``.
+    finalizers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -278,7 +280,7 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied):
         for slot in old & table.keys():
             del table[slot]
-    for ref_table in (h.async_results, h.started):
+    for ref_table in (h.async_results, h.started, h.finalizers):
         for ref in [ref for ref in ref_table if ref.split("#", 1)[0] in old]:
             del ref_table[ref]
     for sort in h.earlier:
@@ -300,8 +302,19 @@ _ASYNC_RESULT = _family(keys.ASYNC_RESULT_PREFIX)
 _ACTIVITY_STARTED = _family(keys.ACTIVITY_STARTED_PREFIX)
 _UPDATE_APPLIED = _family(keys.UPDATE_APPLIED_PREFIX)
 _UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
+_FINALIZER = _family(keys.FINALIZER_PREFIX)
 _DECODED_FAMILIES = frozenset(
-    {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
+    {
+        _OP,
+        _PENDING,
+        _ATTEMPT,
+        _SIGNAL,
+        _CHILD,
+        _VERSION,
+        _ASYNC_RESULT,
+        _ACTIVITY_STARTED,
+        _FINALIZER,
+    }
 )
 
 
@@ -324,10 +337,12 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.async_results[rest] = record
     elif family == _ACTIVITY_STARTED:
         h.started[rest] = record
+    elif family == _FINALIZER:
+        h.finalizers[rest] = record
 
 
 _SLOTTED_FAMILIES = frozenset(
-    {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
+    {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED, _FINALIZER}
 )
 """Families whose key starts with the step slot they belong to (after ``family#``)."""
 
