@@ -53,7 +53,6 @@ from weft_serverless.errors import (
     PayloadTooLargeError,
     StorageError,
     StorageLimitError,
-    TeardownPendingError,
     UnknownActivityError,
     UnknownQueryError,
     UnknownUpdateError,
@@ -75,6 +74,7 @@ from weft_serverless.errors import (
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
+from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga

@@ -397,15 +397,3 @@ class WorkflowTimedOutError(WorkflowFailedError):
 
 class WorkflowBusyError(WeftError):
     """The workflow is being driven by this engine right now; retry shortly."""
-
-
-class TeardownPendingError(WeftError):
-    """The run's finalizers have not all run yet (its teardown is pending): it cannot be
-    purged or retried until they have."""
-
-    def __init__(self, workflow_id: str, action: str) -> None:
-        super().__init__(
-            f"workflow {workflow_id!r} still has finalizers to run (its teardown is pending); "
-            f"wait until describe().teardown shows it completed, then {action} again"
-        )
-        self.workflow_id = workflow_id
