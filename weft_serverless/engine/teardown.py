@@ -117,9 +117,18 @@ class _Teardown:
             later = self._one(item)
             if later is not None:
                 return later
-        self._write(COMPLETED, None, release=True)
+        self._write(COMPLETED, None, release=True, also=self._retention())
         self.rt.metrics.incr("teardowns_completed")
         return "completed"
+
+    def _retention(self) -> list[Op]:
+        """The retention timer of the run's end, again: a purge due meanwhile waited for
+        the teardown (``retention.purge``) and left it to this write."""
+        window = self.rt.retention.get(self.record["reason"])
+        if window is None:
+            return []
+        due = max(self.rt.now(), self.record["at"] + window)
+        return [timers.arm(timers.RETENTION, self.workflow_id, due)]
 
     def _one(self, item: dict[str, Any]) -> Outcome | None:
         """Run one finalizer's next attempt and commit its outcome; ``later`` when it waits
@@ -184,11 +193,13 @@ class _Teardown:
         ``release`` the claim is let go, and ``due`` re-arms the teardown timer."""
         old_timer = self.record.get("timer")
         ops: list[Op] = list(also)
-        timer_ref = None
+        timer_ref = old_timer  # kept while the teardown goes on: a crash leaves it to fire
         if due is not None:
             timer = timers.arm(timers.TEARDOWN, self.workflow_id, due)
             timer_ref = timers.timer_ref(timer.key)
             ops.append(timer)
+        elif status == COMPLETED:
+            timer_ref = None
         if old_timer and old_timer != timer_ref:
             ops.append(Delete(Key(*old_timer)))
         new = {**self.record, "status": status, "timer": timer_ref}

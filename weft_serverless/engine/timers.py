@@ -86,11 +86,13 @@ def _close_children(actions: TimerActions, workflow_id: str) -> str | None:
 
 def _purge(actions: TimerActions, workflow_id: str) -> str | None:
     outcome = actions.purge_when_due(workflow_id)
-    if outcome in ("raced", "teardown-pending"):
-        return ERROR  # kept: a later pass tries again
+    if outcome == "raced":
+        return ERROR
     if outcome in ("purged", "kept"):
         return COLLECT
-    return None  # retried since it ended: its next end arms a new one
+    # Retried since it ended (its next end arms a new one), or its teardown is pending
+    # (the teardown's end arms a new one): this one is done.
+    return None
 
 
 def _time_out(actions: TimerActions, workflow_id: str) -> str | None:
