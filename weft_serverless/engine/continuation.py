@@ -4,12 +4,12 @@ The continue is ONE fenced batch, conditioned on the state the drive read: the n
 (same id, type, creation time, parent and idempotency key; the new input; run number plus
 one; ``first_step`` past every slot the ending run used), the deletes of the run's version
 pins and finalizer registrations, and the run's wake-up moved to now. The old run's other
-records are NOT deleted in that batch: a long history does not fit one batch (DynamoDB takes 100 items). They keep
-their keys; since runs of one id never share a step slot, ``load_history`` sets aside every
-record below ``first_step`` (``History.earlier``) and the next drive deletes them in fenced
-chunks (``forget_earlier_runs``). A crash between the two leaves records nobody replays and
-the following drive deletes; a crash before the batch leaves the old run as it was, and its
-next drive reaches the same ``continue_as_new`` again.
+records are NOT deleted in that batch: a long history does not fit one batch (DynamoDB takes
+100 items). They keep their keys; since runs of one id never share a step slot,
+``load_history`` sets aside every record below ``first_step`` (``History.earlier``) and the
+next drive deletes them in fenced chunks (``forget_earlier_runs``). A crash between the two
+leaves records nobody replays and the following drive deletes; a crash before the batch
+leaves the old run as it was, and its next drive reaches the same ``continue_as_new`` again.
 
 Kept across the continue, because they are not scoped to a step: buffered signals and
 signal ids, update responses, the idempotency record, the owner epoch (the claim is kept),
