@@ -51,7 +51,7 @@ def _engine(
 
 
 class _Hooked(DelegatingStorage):
-    """Runs ``on_scan`` once, on the first scan of a ``fin#`` prefix, before it reads; and
+    """Runs ``on_scan`` once, right after the first scan of a ``fin#`` prefix read; and
     ``on_write`` once, right before the first batch putting a ``fin#`` key."""
 
     on_scan: Callable[[], None] | None = None
@@ -60,10 +60,11 @@ class _Hooked(DelegatingStorage):
     def _scan(
         self, partition: str, rng: SortRange, limit: int | None, reverse: bool
     ) -> Iterator[tuple[str, bytes]]:
+        read = list(super()._scan(partition, rng, limit, reverse))
         if self.on_scan is not None and (rng.low or "").startswith(keys.FINALIZER_PREFIX):
             hook, self.on_scan = self.on_scan, None
-            hook()
-        return super()._scan(partition, rng, limit, reverse)
+            hook()  # lands after the read: the caller acts on what it read before
+        return iter(read)
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         registers = any(
