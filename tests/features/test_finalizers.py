@@ -376,3 +376,16 @@ def test_a_crash_mid_teardown_reruns_only_unfinished_finalizers(
             for sort, _ in te.storage.scan(keys.timer_partition(s))
         )
     )
+
+
+def test_a_registration_record_keeps_its_retry_policy() -> None:
+    """The teardown may run on another engine long after the code ran: the policy is stored
+    by value, ``non_retryable`` classes by name (matched along the error's MRO)."""
+    from weft_serverless.finalizer import Finalizer
+
+    policy = RetryPolicy(4, 2.0, 3.0, 60.0, (KeyError, "CardDown"))
+    stored = Finalizer("refund", b"\x01", True, policy).to_record()
+    back = Finalizer.from_record(stored)
+    assert (back.activity, back.input, back.on_failure) == ("refund", b"\x01", True)
+    assert back.retry == RetryPolicy(4, 2.0, 3.0, 60.0, ("KeyError", "CardDown"))
+    assert not back.retry.is_retryable(["KeyError", "LookupError"], None)
