@@ -389,3 +389,21 @@ def test_a_registration_record_keeps_its_retry_policy() -> None:
     assert (back.activity, back.input, back.on_failure) == ("refund", b"\x01", True)
     assert back.retry == RetryPolicy(4, 2.0, 3.0, 60.0, ("KeyError", "CardDown"))
     assert not back.retry.is_retryable(["KeyError", "LookupError"], None)
+
+
+def test_more_registrations_than_one_batch_holds_are_all_stored(storage_factory: Opener) -> None:
+    """120 registrations between two yields: over DynamoDB's 100 items per batch, so they are
+    stored in order, in batches that fit."""
+
+    def flow(ctx: WorkflowContext, _: Any) -> Gen:
+        for n in range(120):
+            ctx.on_cancel("undo", n)
+        yield ctx.sleep("1h")
+
+    calls = Calls()
+    te = make_engine(
+        storage_factory, {"m": workflow("m").activities(undo=calls.fn("undo")).execute(flow)}
+    )
+    te.start("m", None, id="m")
+    assert te.describe("m").status == "running"
+    assert len(sorts_with(te.storage, "m", keys.FINALIZER_PREFIX)) == 120

@@ -74,11 +74,14 @@ def store_registered(rt: Runtime, history: History, ctx: WorkflowContext) -> Non
         conditions.append(Condition(key, None))
         ops.append(Put(key, encode(record)))
         added[ref] = record
-    if ops:
-        state = Condition(keys.state_key(workflow_id), history.state_bytes)
-        commit(rt, workflow_id, [state, *conditions], ops)
-        history.finalizers.update(added)
-        rt.metrics.incr("finalizers_registered", len(ops))
+    state = Condition(keys.state_key(workflow_id), history.state_bytes)
+    room = rt.storage.capabilities().max_batch_ops - 1 - len(rt.fence.conditions(workflow_id))
+    size = max(1, room)  # a registration's condition and put are on one key
+    for start in range(0, len(ops), size):  # in order: a crash leaves a prefix stored
+        chunk = slice(start, start + size)
+        commit(rt, workflow_id, [state, *conditions[chunk]], ops[chunk])
+    history.finalizers.update(added)
+    rt.metrics.incr("finalizers_registered", len(ops))
     ctx.finalizers_stored = len(ctx.finalizers)
 
 
