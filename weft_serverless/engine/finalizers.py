@@ -74,6 +74,9 @@ def store_registered(rt: Runtime, history: History, ctx: WorkflowContext) -> Non
         conditions.append(Condition(key, None))
         ops.append(Put(key, encode(record)))
         added[ref] = record
+    if not ops:
+        ctx.finalizers_stored = len(ctx.finalizers)
+        return
     state = Condition(keys.state_key(workflow_id), history.state_bytes)
     room = rt.storage.capabilities().max_batch_ops - 1 - len(rt.fence.conditions(workflow_id))
     size = max(1, room)  # a registration's condition and put are on one key
@@ -81,8 +84,8 @@ def store_registered(rt: Runtime, history: History, ctx: WorkflowContext) -> Non
         chunk = slice(start, start + size)
         commit(rt, workflow_id, [state, *conditions[chunk]], ops[chunk])
     history.finalizers.update(added)
-    rt.metrics.incr("finalizers_registered", len(ops))
     ctx.finalizers_stored = len(ctx.finalizers)
+    rt.metrics.incr("finalizers_registered", len(ops))
 
 
 def of_history(history: History) -> Registered:
