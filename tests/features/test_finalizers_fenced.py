@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from feature_support import Calls, Opener, sorts_with
 
-from weft_serverless import Engine, WorkflowContext, workflow
+from weft_serverless import Engine, RetryPolicy, WorkflowContext, workflow
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership.store_lease import EngineLeaseLost
 from weft_serverless.engine.teardown import CLAIM_TTL
@@ -185,3 +185,39 @@ def test_a_deposed_engine_lands_no_teardown_progress_under_lease(storage_factory
     assert record["status"] == "completed"
     assert [(item["state"], item["attempts"]) for item in record["items"]] == [("done", 1)]
     assert engines["A"].runtime.closed
+
+
+@pytest.mark.parametrize("ownership", ["none", "lease", "workflow-lease"])
+def test_every_mode_runs_a_teardown_and_leaves_no_claim(
+    storage_factory: Opener, ownership: str
+) -> None:
+    """A cancel and an own failure (``on_failure``) each run their teardown once under every
+    ownership mode; the claim taken for it is released (no holder, no claims-index entry)."""
+    calls, clock = Calls(), VirtualClock()
+
+    def failing(ctx: WorkflowContext, _: Any) -> Gen:
+        ctx.on_cancel("a", "on-failure", on_failure=True)
+        yield ctx.run("boom", None, retry=RetryPolicy(max_attempts=1))
+
+    def boom(_: Any) -> None:
+        raise RuntimeError("broken")
+
+    flows = {
+        **_workflows(calls),
+        "f": workflow("f").activities(a=calls.fn("a"), boom=boom).execute(failing),
+    }
+    engine = _engine(storage_factory(), flows, "e1", clock, ownership=ownership)
+    engine.start("w", None, id="w")
+    engine.cancel("w")
+    engine.start("f", None, id="f")
+    assert engine.describe("f").status == "failed"
+    assert calls.log == [("a", 1), ("a", "on-failure")]
+    store = storage_factory()
+    for workflow_id in ("w", "f"):
+        teardown = engine.describe(workflow_id).teardown
+        assert teardown is not None and teardown["status"] == "completed"
+        assert store.get(keys.owner_holder_key(workflow_id)) is None
+        assert store.get(keys.claim_index_key(workflow_id)) is None
+    clock.advance(3600)
+    engine.run_maintenance()
+    assert len(calls.log) == 2
