@@ -407,3 +407,25 @@ def test_more_registrations_than_one_batch_holds_are_all_stored(storage_factory:
     te.start("m", None, id="m")
     assert te.describe("m").status == "running"
     assert len(sorts_with(te.storage, "m", keys.FINALIZER_PREFIX)) == 120
+
+
+def test_a_retry_without_backoff_runs_at_once(storage_factory: Opener) -> None:
+    """``initial_backoff=0``: the next attempt runs in the same teardown, never behind a
+    timer re-armed at the millisecond of the one being fired (which the pass then deletes)."""
+    outcomes = [RuntimeError("1"), RuntimeError("2")]
+
+    def flaky(_: Any) -> str:
+        if outcomes:
+            raise outcomes.pop(0)
+        return "ok"
+
+    def flow(ctx: WorkflowContext, _: Any) -> Gen:
+        ctx.on_cancel("undo", 1, retry=RetryPolicy(max_attempts=3, initial_backoff=0))
+        yield ctx.sleep("1h")
+
+    te = make_engine(storage_factory, {"z": workflow("z").activities(undo=flaky).execute(flow)})
+    te.start("z", None, id="z")
+    te.cancel("z")
+    teardown = te.describe("z").teardown
+    assert teardown is not None and teardown["status"] == "completed"
+    assert [(f["state"], f["attempts"]) for f in teardown["finalizers"]] == [("done", 3)]

@@ -112,11 +112,10 @@ class _Teardown:
 
     def run(self) -> Outcome:
         for item in self.record["items"]:
-            if item["state"] != PENDING:
-                continue
-            later = self._one(item)
-            if later is not None:
-                return later
+            while item["state"] == PENDING:  # a retry due at once runs on here
+                later = self._one(item)
+                if later is not None:
+                    return later
         self._write(COMPLETED, None, release=True, also=self._retention())
         self.rt.metrics.incr("teardowns_completed")
         return "completed"
@@ -154,6 +153,11 @@ class _Teardown:
         item["error"] = {"type": result.error_type, "message": result.message}
         if result.retryable and number < finalizer.retry.max_attempts:
             due = rt.now() + finalizer.retry.backoff(number)
+            if keys.is_due(rt.now(), due):
+                # No backoff: retry now. (A timer re-armed at this millisecond could be the
+                # very timer being fired, which the pass deletes once the handler returns.)
+                self._write(RUNNING, None)
+                return None
             self._write(PENDING, due, release=True)
             return "later"
         item["state"] = DEAD
