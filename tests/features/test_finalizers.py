@@ -429,3 +429,18 @@ def test_a_retry_without_backoff_runs_at_once(storage_factory: Opener) -> None:
     teardown = te.describe("z").teardown
     assert teardown is not None and teardown["status"] == "completed"
     assert [(f["state"], f["attempts"]) for f in teardown["finalizers"]] == [("done", 3)]
+
+
+def test_a_teardown_waits_for_an_invocation_with_time_left(storage_factory: Opener) -> None:
+    """Inside an invocation nearly out of time no finalizer starts; the claim is released and
+    the due timer stays, so the next maintenance pass runs them."""
+    calls = Calls()
+    te = make_engine(storage_factory, _workflows(calls))
+    te.start("order", 2, id="o")
+    with te.engine.invocation(time_left=lambda: 0.5, step_reserve=1.0):
+        te.cancel("o")
+    assert _finalizer_calls(calls) == []
+    teardown = te.describe("o").teardown
+    assert teardown is not None and (teardown["status"], teardown["holder"]) == ("pending", None)
+    te.advance(0)
+    assert _finalizer_calls(calls) == [("refund", 2), ("release_hold", {"order": 2})]

@@ -48,7 +48,8 @@ def run(rt: Runtime, workflow_id: str) -> Outcome:
 
     ``none``: no teardown. ``completed``: every finalizer ran or was dead-lettered.
     ``later``: waiting for a backoff (its timer is armed). ``retain``: another engine
-    holds it, or this one cannot run the workflow's type. ``deposed``: this engine's claim
+    holds it, this one cannot run the workflow's type, or the serverless invocation is
+    nearly over (its due timer stays for the next pass). ``deposed``: this engine's claim
     was taken over while it ran a finalizer; nothing more was written.
     """
     key = keys.teardown_key(workflow_id)
@@ -113,6 +114,11 @@ class _Teardown:
     def run(self) -> Outcome:
         for item in self.record["items"]:
             while item["state"] == PENDING:  # a retry due at once runs on here
+                if self.rt.low_on_time(None):
+                    # Too little of the invocation left to start one: let the claim go; the
+                    # due timer stays, for the next invocation's maintenance pass.
+                    self._write(PENDING, None, release=True)
+                    return "retain"
                 later = self._one(item)
                 if later is not None:
                     return later
