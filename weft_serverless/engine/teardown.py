@@ -38,7 +38,8 @@ from .runtime import Runtime, logger
 from .steps.attempt import run_attempt
 
 CLAIM_TTL = 60.0
-"""Seconds after which a teardown claim whose holder stopped renewing nothing may be taken."""
+"""Seconds a teardown claim keeps other engines out: one whose engine died is taken over
+after it (under workflow-lease, the run's owner claim must be open to takeover too)."""
 
 Outcome = Literal["none", "completed", "later", "retain", "deposed"]
 
