@@ -78,6 +78,7 @@ from weft_serverless.errors_activity import (
     ActivityTimedOutError,
     ActivityTimeoutError,
 )
+from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.errors_services import (
     MissingServiceError,
@@ -139,6 +140,7 @@ __all__ = [
     "ServicesUnavailableError",
     "StorageError",
     "StorageLimitError",
+    "TeardownPendingError",
     "TimelineStep",
     "UnknownActivityError",
     "UnknownQueryError",

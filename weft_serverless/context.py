@@ -12,6 +12,7 @@ import uuid as _uuid
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, TypeVar
 
+from weft_serverless.codec import encode
 from weft_serverless.commands import (
     DEFAULT_RETRY,
     PARENT_CLOSE_POLICIES,
@@ -33,6 +34,7 @@ from weft_serverless.commands import (
     parse_duration,
 )
 from weft_serverless.errors import InvalidArgumentError, UnknownActivityError
+from weft_serverless.finalizer import Finalizer
 from weft_serverless.identifiers import (
     check_idempotency_key,
     check_name,
@@ -74,6 +76,7 @@ class WorkflowContext:
         workflow_id: str,
         definition: WorkflowDefinition,
         clock: Callable[[], float],
+        encode_payload: Callable[[Any, str], bytes] | None = None,
     ) -> None:
         self.workflow_id = workflow_id
         self.workflow_type = definition.name
@@ -86,6 +89,10 @@ class WorkflowContext:
         ] = {}
         self.query_handlers: dict[str, Callable[[Any], Any]] = {}
         self._unyielded: dict[int, Command[Any]] = {}
+        # Finalizers registered so far (``on_cancel``), in order; the driver stores them.
+        self.finalizers: list[Finalizer] = []
+        self.finalizers_stored = 0
+        self._encode_payload = encode_payload or (lambda value, what: encode(value, what))
 
     def _made(self, cmd: C) -> C:
         """Remember a command until the workflow yields it (see ``unyielded``)."""
@@ -182,6 +189,27 @@ class WorkflowContext:
             for item in items
         )
         return self._made(Map(branches, _concurrency(max_concurrency), name))
+
+    def on_cancel(
+        self,
+        activity: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        on_failure: bool = False,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """Register a finalizer: ``activity(input)`` runs at least once if this run ends
+        cancelled or timed out (also failed, with ``on_failure=True``), never after it
+        completes. A plain call, not yielded: the engine stores it durably before the run's
+        next step; finalizers run in reverse registration order, each retried per ``retry``.
+        """
+        name = self.activity_name(activity)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidArgumentError("retry must be a RetryPolicy", "retry")
+        if not isinstance(on_failure, bool):
+            raise InvalidArgumentError("on_failure must be True or False", "on_failure")
+        data = self._encode_payload(input, f"input of finalizer {name!r}")
+        self.finalizers.append(Finalizer(name, data, on_failure, retry or DEFAULT_RETRY))
 
     def activity_name(self, activity: str | Callable[..., Any]) -> str:
         """The declared name of ``activity``; ``UnknownActivityError`` if it is not declared."""

@@ -68,7 +68,14 @@ def _chained(ctx: Any, rounds: int) -> Any:
     return (yield ctx.wait_for_signal("go"))
 
 
+def _guarded(ctx: Any, order: Any) -> Any:
+    ctx.on_cancel("quick", "released", retry=RetryPolicy(max_attempts=2))
+    ctx.on_cancel("down", order, retry=RetryPolicy(max_attempts=2, initial_backoff=3600))
+    yield ctx.sleep("1h")
+
+
 FLOWS = {
+    "guarded": workflow("guarded").activities(quick=_quick, down=_down).execute(_guarded),
     "chained": workflow("chained").activities(quick=_quick).execute(_chained),
     "racer": workflow("racer").execute(_racer),
     "napper": workflow("napper").execute(_napper),
@@ -87,6 +94,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         engine.signal("race-won", "go", "now")
         engine.start("napper", None, id="nap-cancelled")
         engine.cancel("nap-cancelled")
+        engine.start("guarded", {"order": 6}, id="torn-down")
+        engine.cancel("torn-down")  # its last-registered finalizer fails: a retry in 1 h
         engine.start("retrier", {"order": 7}, id="retrying")
         _flaky_calls.clear()
         engine.start("recovered", {"order": 8}, id="recovered")
@@ -191,3 +200,20 @@ def test_failed_attempts_of_a_step_that_succeeded_are_shown(
     assert table[1].split()[:4] == ["STEP", "ACTIVITY", "ATTEMPT", "FAILED"]
     assert table[2].split()[:3] == ["1", "flaky", "1"] and "CardDown: timeout #1" in table[2]
     assert table[3].split()[:3] == ["1", "flaky", "2"] and "CardDown: timeout #2" in table[3]
+
+
+def test_a_cancelled_run_shows_its_teardown(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    """Finalizers in the order they run, each with its state, attempts and last error."""
+    text, shown = show(capsys, db, "torn-down")
+    assert "teardown after cancelled: pending" in text
+    table = text[text.index("teardown after") :].splitlines()
+    assert table[1].split() == ["FINALIZER", "STATE", "ATTEMPTS", "LAST", "ERROR"]
+    assert table[2].split()[:4] == ["2", "down", "pending", "1"]
+    assert "CardDown: card service down" in table[2]
+    assert table[3].split() == ["1", "quick", "pending", "0", "-"]
+    teardown = shown["teardown"]
+    assert (teardown["status"], teardown["reason"]) == ("pending", "cancelled")
+    assert [(f["activity"], f["state"], f["attempts"]) for f in teardown["finalizers"]] == [
+        ("down", "pending", 1),
+        ("quick", "pending", 0),
+    ]

@@ -24,6 +24,7 @@ PERSISTED = {
     "resume": None,
     "schedule": "schedule",
     "concurrency-admit": "q",
+    "teardown": "teardown",
 }
 
 

@@ -131,6 +131,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "steps": [step.as_json() for step in steps],
             "failed_attempts": list(failures),
             "buffered_signals": dict(buffered),
+            "teardown": description.teardown,
         }
         print(render.dumps(out))
         return 0
@@ -164,7 +165,24 @@ def cmd_show(args: argparse.Namespace) -> int:
     if failures:
         print("\nfailed attempts (newest 10 retried ones per step, and a final failure):")
         print(render.table(render.FAILURE_HEADERS, render.failure_rows(failures)))
+    if description.teardown is not None:
+        _print_teardown(description.teardown)
     return 0
+
+
+def _print_teardown(teardown: dict[str, Any]) -> None:
+    """The finalizers its end runs (ADR 0027), in the order they run."""
+    print(f"\nteardown after {teardown['reason']}: {teardown['status']}")
+    rows = [
+        [
+            f"{item['position']} {item['activity']}",
+            item["state"],
+            str(item["attempts"]),
+            _error_text(item["last_error"]),
+        ]
+        for item in teardown["finalizers"]
+    ]
+    print(render.table(("FINALIZER", "STATE", "ATTEMPTS", "LAST ERROR"), rows))
 
 
 def _owner_text(owner: Owner | None) -> str:
@@ -269,3 +287,7 @@ def _driving(workflows: dict[str, Any] | None) -> Iterator[dict[str, Any] | None
     """
     with redirect_stdout(sys.stderr):
         yield workflows
+
+
+def _error_text(error: dict[str, Any] | None) -> str:
+    return "" if not error else f"{error.get('type', '')}: {error.get('message', '')}"

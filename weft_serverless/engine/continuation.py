@@ -3,13 +3,13 @@
 The continue is ONE fenced batch, conditioned on the state the drive read: the new state
 (same id, type, creation time, parent and idempotency key; the new input; run number plus
 one; ``first_step`` past every slot the ending run used), the deletes of the run's version
-pins, and the run's wake-up moved to now. The old run's other records are NOT deleted in
-that batch: a long history does not fit one batch (DynamoDB takes 100 items). They keep
-their keys; since runs of one id never share a step slot, ``load_history`` sets aside every
-record below ``first_step`` (``History.earlier``) and the next drive deletes them in fenced
-chunks (``forget_earlier_runs``). A crash between the two leaves records nobody replays and
-the following drive deletes; a crash before the batch leaves the old run as it was, and its
-next drive reaches the same ``continue_as_new`` again.
+pins and finalizer registrations, and the run's wake-up moved to now. The old run's other
+records are NOT deleted in that batch: a long history does not fit one batch (DynamoDB takes
+100 items). They keep their keys; since runs of one id never share a step slot,
+``load_history`` sets aside every record below ``first_step`` (``History.earlier``) and the
+next drive deletes them in fenced chunks (``forget_earlier_runs``). A crash between the two
+leaves records nobody replays and the following drive deletes; a crash before the batch
+leaves the old run as it was, and its next drive reaches the same ``continue_as_new`` again.
 
 Kept across the continue, because they are not scoped to a step: buffered signals and
 signal ids, update responses, the idempotency record, the owner epoch (the claim is kept),
@@ -26,6 +26,7 @@ from weft_serverless.workflow import WorkflowDefinition
 
 from . import timers, wakeups
 from .commit import commit, commit_cleanup
+from .finalizers import of_history
 from .records import FIRST_STEP_FIELD, RUN_FIELD, RUNNING, History, WorkflowState
 from .runtime import Runtime, logger
 from .transitions import open_children
@@ -69,6 +70,12 @@ def continue_as_new(
     )
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     ops += [Delete(keys.version_key(state.id, change)) for change in history.versions]
+    # Finalizers belong to the run that registered them: the next run starts with none (a
+    # run that took no step leaves the next one the same first slot, so they go here).
+    ops += [
+        Delete(keys.finalizer_key(state.id, state.first_step, position))
+        for position, _ in of_history(history)
+    ]
     ops += _wake_now(history, now)
     commit(rt, state.id, [Condition(keys.state_key(state.id), history.state_bytes)], ops)
     history.wake = None

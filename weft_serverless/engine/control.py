@@ -17,10 +17,11 @@ from weft_serverless.errors import (
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
+from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import concurrency, timers, transitions, wakeups
+from . import concurrency, finalizers, timers, transitions, wakeups
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -69,8 +70,13 @@ def _transition(
         target = to_status if isinstance(to_status, str) else to_status(state)
         new_fields = fields(state) if fields else None
         closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))
+        registered: finalizers.Registered = []
+        no_later: list[Condition] = []  # a registration landing after the read fails the CAS
+        if target in finalizers.ENDS:
+            registered, following = finalizers.read_registered(rt, state)
+            no_later.append(following)
         new, ops = transitions.move(
-            rt, state, target, error=error, extra=new_fields, closing=closing
+            rt, state, target, error=error, extra=new_fields, closing=closing, registered=registered
         )
         claiming = not rotate and target == RUNNING
         if rotate:
@@ -81,14 +87,18 @@ def _transition(
             fragment = Fragment(conditions=rt.fence.external_conditions())
         if taking is not None:
             fragment.add(taking(new))
-        conditions = [Condition(keys.state_key(workflow_id), current), *fragment.conditions]
+        conditions = [
+            Condition(keys.state_key(workflow_id), current),
+            *fragment.conditions,
+            *no_later,
+        ]
         ops += fragment.ops + (extra(state) if extra else [])
         if rt.storage.conditional_batch(conditions, ops):
             if not rotate:
                 rt.fence.claim_landed(workflow_id)
             if target in TERMINAL:
                 rt.parked.discard(workflow_id)  # ended from outside: its finally runs now
-            transitions.ended(rt, new, closing)
+            transitions.ended(rt, new, closing, finalizers.armed(ops, workflow_id))
             return state, new
         if claiming:
             rt.fence.forget_start(workflow_id)
@@ -229,6 +239,8 @@ def retry_failed(rt: Runtime, workflow_id: str) -> bool:
             f"workflow {workflow_id!r} is {WorkflowState.from_bytes(current).status}; "
             "only a failed workflow can be retried"
         )
+    if finalizers.pending_teardown(rt, workflow_id):
+        raise TeardownPendingError(workflow_id, "retry")
     _, after = _transition(
         rt,
         workflow_id,

@@ -31,7 +31,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import continuation, transitions, updates
+from . import continuation, finalizers, transitions, updates
 from .commit import commit
 from .outcomes import Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
@@ -111,7 +111,7 @@ def _drive_once(
     if warm is not None:
         request.ctx = warm.ctx
         return _Run(rt, history, warm.ctx, runner, warm.gen, request).loop(warm)
-    ctx = WorkflowContext(workflow_id, definition, rt.now)
+    ctx = WorkflowContext(workflow_id, definition, rt.now, rt.encode_payload)
     request.ctx = ctx
     try:
         gen = definition.fn(ctx, decode(history.state.input))
@@ -183,7 +183,10 @@ class _Run:
                         return self._fail(error)
                     return self._complete(stop.value)
                 except Exception as exc:
-                    return self._fail(exc)
+                    return self._fail(self._store_finalizers() or exc)
+                mismatch = self._store_finalizers()
+                if mismatch is not None:
+                    return self._fail(mismatch)
                 if isinstance(cmd, Command):
                     self.ctx.mark_yielded(cmd)
                 if isinstance(cmd, GetVersion):
@@ -243,6 +246,17 @@ class _Run:
                 outcome = Outcome(error=exc)
                 continue
             outcome = done.outcome
+
+    def _store_finalizers(self) -> NondeterminismError | None:
+        """Store what ``ctx.on_cancel`` registered since the generator last had control,
+        before anything it did after is committed; a replay mismatch is returned to fail on."""
+        if self.request.read_only or self.ctx.finalizers_stored == len(self.ctx.finalizers):
+            return None
+        try:
+            finalizers.store_registered(self.rt, self.history, self.ctx)
+        except NondeterminismError as exc:
+            return exc
+        return None
 
     def _park(self, cmd: Command[Any], step: int) -> None:
         """Keep the parked generator for this engine's next drive (see parked_runs)."""

@@ -17,7 +17,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 
-from . import concurrency
+from . import concurrency, finalizers
 from .records import (
     CANCELLED,
     COMPLETED,
@@ -50,6 +50,10 @@ class WorkflowDescription:
     run: int = 1  # 1, then one more per continue_as_new (same id, fresh history)
     concurrency_key: str | None = None
     """The key the run counts against its type's concurrency limit (None: no limit)."""
+    teardown: dict[str, Any] | None = None
+    """Its finalizers' teardown, if its end armed one: ``status`` (pending, running,
+    completed), ``reason`` and per finalizer ``activity``, ``state`` (pending, done,
+    dead-lettered), ``attempts``, ``last_error`` (ADR 0027)."""
 
     @classmethod
     def of(
@@ -57,6 +61,7 @@ class WorkflowDescription:
         state: WorkflowState,
         owner: dict[str, Any] | None = None,
         failed_attempts: list[dict[str, Any]] | None = None,
+        teardown: dict[str, Any] | None = None,
     ) -> WorkflowDescription:
         return cls(
             id=state.id,
@@ -73,6 +78,7 @@ class WorkflowDescription:
             failed_attempts=None if failed_attempts is None else tuple(failed_attempts),
             run=state.run,
             concurrency_key=concurrency.key_of(state),
+            teardown=teardown,
         )
 
     @property
@@ -105,7 +111,10 @@ def describe(rt: Runtime, workflow_id: str, attempts: bool) -> WorkflowDescripti
     owner = rt.fence.owner_of(workflow_id)
     if state.result_apart:
         state.result = rt.storage.get(keys.result_key(workflow_id))
-    return WorkflowDescription.of(state, owner, failures)
+    teardown = None
+    if state.status in finalizers.ENDS:  # only an end that runs finalizers has one to read
+        teardown = finalizers.read_view(rt, workflow_id)
+    return WorkflowDescription.of(state, owner, failures, teardown)
 
 
 def outcome_of(description: WorkflowDescription) -> Any:

@@ -26,7 +26,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import admission, control, retention
+from . import admission, control, retention, teardown
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -190,6 +190,9 @@ class _Actions:
 
     def admit_queued(self, gate: str) -> int:
         return admission.admit(self._rt, gate)
+
+    def run_teardown(self, workflow_id: str) -> str:
+        return teardown.run(self._rt, workflow_id)
 
 
 def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:

@@ -7,8 +7,9 @@ hand-off to ``control`` or ``retention`` through the engine's ``Session``.
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Any
 
-from . import control
+from . import control, finalizers
 from .handle import WorkflowDescription
 from .retention import purge_now
 from .runtime import Runtime
@@ -41,6 +42,11 @@ class OperatorMoves:
     def purge(self, workflow_id: str) -> None:
         """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
         purge_now(self._rt, self._open(workflow_id))
+
+    def list_dead_letters(self, workflow_id: str | None = None) -> list[dict[str, Any]]:
+        """Finalizers that exhausted their retries (of one workflow id, or every one); they
+        outlive purges of their runs, so an operator can act on them."""
+        return finalizers.dead_letters(self._rt, workflow_id)
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""

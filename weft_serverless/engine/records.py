@@ -161,6 +161,8 @@ class History:
     # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
     # deleted by the next drive (see engine/continuation.py).
     earlier: list[str] = field(default_factory=list)
+    # This run's registered finalizers (``ctx.on_cancel``) by ``{slot}#{position}``.
+    finalizers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -279,7 +281,7 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied, h.heartbeats):
         for slot in old & table.keys():
             del table[slot]
-    for ref_table in (h.async_results, h.started):
+    for ref_table in (h.async_results, h.started, h.finalizers):
         for ref in [ref for ref in ref_table if ref.split("#", 1)[0] in old]:
             del ref_table[ref]
     for sort in h.earlier:
@@ -302,9 +304,10 @@ _ACTIVITY_STARTED = _family(keys.ACTIVITY_STARTED_PREFIX)
 _UPDATE_APPLIED = _family(keys.UPDATE_APPLIED_PREFIX)
 _UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
 _HEARTBEAT = _family(keys.HEARTBEAT_PREFIX)
+_FINALIZER = _family(keys.FINALIZER_PREFIX)
 _DECODED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
-    | {_HEARTBEAT}
+    | {_HEARTBEAT, _FINALIZER}
 )
 
 
@@ -329,11 +332,13 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.started[rest] = record
     elif family == _HEARTBEAT:
         h.heartbeats[rest] = record
+    elif family == _FINALIZER:
+        h.finalizers[rest] = record
 
 
 _SLOTTED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
-    | {_HEARTBEAT}
+    | {_HEARTBEAT, _FINALIZER}
 )
 """Families whose key starts with the step slot they belong to (after ``family#``)."""
 

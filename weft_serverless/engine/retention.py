@@ -13,14 +13,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from weft_serverless.errors import InvalidArgumentError, WorkflowBusyError
+from weft_serverless.errors import (
+    InvalidArgumentError,
+    WorkflowBusyError,
+)
+from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
+from .finalizers import pending_teardown
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
 
-PurgeOutcome = Literal["purged", "not-finished", "kept", "raced"]
+PurgeOutcome = Literal["purged", "not-finished", "kept", "raced", "teardown-pending"]
 
 
 def purge_now(rt: Runtime, workflow_id: str) -> None:
@@ -30,6 +35,8 @@ def purge_now(rt: Runtime, workflow_id: str) -> None:
         raise InvalidArgumentError(
             f"workflow {workflow_id!r} has not finished; cancel it first, then purge"
         )
+    if outcome == "teardown-pending":
+        raise TeardownPendingError(workflow_id, "purge")
     if outcome == "raced":
         raise WorkflowBusyError(f"workflow {workflow_id!r} changed while purging; retry")
 
@@ -39,7 +46,8 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
 
     With ``when_due`` (a retention timer firing) the run is kept unless its current status
     has a window that has passed since it ended: a run retried since then, or ended again
-    with another status, is judged by its latest end.
+    with another status, is judged by its latest end. A run whose teardown is pending is
+    left alone (its retention timer fires again later).
     """
     state_key = keys.state_key(workflow_id)
     current = rt.storage.get(state_key)
@@ -50,6 +58,8 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         window = rt.retention.get(state.status)
         if when_due and (window is None or rt.now() < state.updated_at + window):
             return "kept"
+        if pending_teardown(rt, workflow_id):
+            return "teardown-pending"  # its finalizers need the partition: purge after them
         rotation = rt.fence.rotate_fragment(workflow_id)
         conditions = [Condition(state_key, current), *rotation.conditions]
         ops: list[Op] = [

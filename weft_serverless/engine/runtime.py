@@ -178,6 +178,8 @@ class Runtime:
     invocation: InvocationBudget = field(default_factory=InvocationBudget)
     closed_runs: ClosedRuns = field(default_factory=ClosedRuns)
     freed_gates: FreedGates = field(default_factory=FreedGates)
+    # Runs a terminal commit here gave a teardown: the session runs their finalizers inline.
+    teardowns: ClosedRuns = field(default_factory=ClosedRuns)
     # In automatic mode, result() waiters sleep on this and terminal commits notify it.
     terminal_changed: threading.Condition = field(default_factory=threading.Condition)
     # Generators of runs this engine parked, reused by its next drive when still current.

@@ -13,7 +13,7 @@ import time
 
 from weft_serverless.errors import ConfigurationError, WeftError
 
-from . import admission, control, listing
+from . import admission, control, listing, teardown
 from .background import BackgroundDriver
 from .config import check_positive_int
 from .dispatch import Dispatcher
@@ -59,10 +59,12 @@ class Session:
         self.settle()
 
     def settle(self) -> None:
-        """Close the children of runs that ended here (parent close policies), and admit the
-        runs queued behind concurrency slots that ended runs freed here (then drive them)."""
+        """Close the children of runs that ended here (parent close policies), run the
+        finalizers of runs that ended with a teardown, and admit the runs queued behind
+        concurrency slots that ended runs freed here (then drive them)."""
         for _ in range(_ADMISSION_ROUNDS):  # an admitted run may end at once and free a slot
             self._close_children()
+            self._run_teardowns()
             admitted = [run for gate in self.rt.freed_gates.drain() for run in self._admit(gate)]
             if not admitted:
                 return
@@ -78,6 +80,17 @@ class Session:
             except WeftError as exc:
                 logger.warning(
                     "children of %s not closed yet (maintenance retries): %s", parent, exc
+                )
+
+    def _run_teardowns(self) -> None:
+        """Run the finalizers of runs that ended here with a teardown; what is left (a
+        backoff, an error, a claim held elsewhere) is the teardown timer's."""
+        for workflow_id in self.rt.teardowns.drain():
+            try:
+                teardown.run(self.rt, workflow_id)
+            except WeftError as exc:
+                logger.warning(
+                    "teardown of %s not run yet (maintenance retries): %s", workflow_id, exc
                 )
 
     def _admit(self, gate: str) -> list[str]:

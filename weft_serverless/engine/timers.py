@@ -54,6 +54,8 @@ class TimerActions(Protocol):
     def fire_schedule(self, schedule_id: str) -> None: ...
     def admit_queued(self, gate: str) -> int: ...
 
+    def run_teardown(self, workflow_id: str) -> str: ...
+
 
 Handler = Callable[[TimerActions, str], str | None]
 """Fires one due kind for a workflow: returns how the firing ends, or None to go on."""
@@ -88,7 +90,9 @@ def _purge(actions: TimerActions, workflow_id: str) -> str | None:
         return ERROR
     if outcome in ("purged", "kept"):
         return COLLECT
-    return None  # retried since it ended: its next end arms a new one
+    # Retried since it ended (its next end arms a new one), or its teardown is pending
+    # (the teardown's end arms a new one): this one is done.
+    return None
 
 
 def _time_out(actions: TimerActions, workflow_id: str) -> str | None:
@@ -108,6 +112,12 @@ def _fire_schedule(actions: TimerActions, schedule_id: str) -> str | None:
 def _admit_queued(actions: TimerActions, gate: str) -> str | None:
     actions.admit_queued(gate)
     return COLLECT  # names a concurrency key, not a run: nothing to drive
+
+
+def _run_teardown(actions: TimerActions, workflow_id: str) -> str | None:
+    # Kept for a later pass while another engine holds it, or this one lost it: only the
+    # write completing the teardown (or re-arming it for a backoff) ends its timer.
+    return ERROR if actions.run_teardown(workflow_id) in ("retain", "deposed") else COLLECT
 
 
 # Firing order is table order: close children, purge, time out, activate, then one drive.
@@ -135,6 +145,8 @@ SCHEDULE = TimerKind("schedule", "run", "schedule", "schedule fire", False, _fir
 CONCURRENCY_ADMIT = TimerKind(
     "concurrency-admit", "event", "q", "concurrency slot", False, _admit_queued
 )
+# A terminal run's finalizers (ADR 0027): armed by the terminal batch, re-armed for a backoff.
+TEARDOWN = TimerKind("teardown", "run", "teardown", "finalizers", False, _run_teardown)
 
 KINDS: tuple[TimerKind, ...] = (
     CLOSE_CHILDREN,
@@ -153,6 +165,7 @@ KINDS: tuple[TimerKind, ...] = (
     RESUME,
     SCHEDULE,
     CONCURRENCY_ADMIT,
+    TEARDOWN,
 )
 
 BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}

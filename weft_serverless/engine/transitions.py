@@ -16,7 +16,7 @@ from weft_serverless.codec import encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
-from . import concurrency, timers, wakeups
+from . import concurrency, finalizers, timers, wakeups
 from .commit import commit
 from .records import TERMINAL, History, WorkflowState
 from .runtime import Runtime
@@ -36,11 +36,13 @@ def move(
     error: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     closing: bool = False,
+    registered: finalizers.Registered = (),
 ) -> tuple[WorkflowState, list[Op]]:
     """The new state and every write moving a run to ``status`` at ``rt.now()``.
 
     ``extra`` replaces the state's extra fields when given; ``closing`` says the run leaves
-    children its close policies must cancel (only meaningful for a terminal ``status``).
+    children its close policies must cancel (only meaningful for a terminal ``status``);
+    ``registered`` are the run's finalizers, whose teardown a terminal batch arms.
     """
     now = rt.now()
     new = WorkflowState(
@@ -73,20 +75,23 @@ def move(
     if state.extra.get("schedule_wake"):
         # A run of an overlap="queue" schedule ended: its queued fire may start now.
         ops.append(timers.arm(timers.SCHEDULE, state.extra["schedule"], now))
+    ops += finalizers.arm_teardown(state, status, list(registered), now)
     window = rt.retention.get(status)
     if window is not None:
         ops.append(timers.arm(timers.RETENTION, state.id, now + window))
     return new, ops
 
 
-def ended(rt: Runtime, state: WorkflowState, closing: bool) -> None:
+def ended(rt: Runtime, state: WorkflowState, closing: bool, torn_down: bool = False) -> None:
     """A terminal batch from ``move`` committed: stop its activity attempts running here, note
-    a run that left children to close, and a concurrency key whose freed slot has runs queued
-    behind it."""
+    a run that left children to close, one whose batch armed a teardown (``torn_down``), and
+    a concurrency key whose freed slot has runs queued behind it."""
     if state.status in TERMINAL:
         rt.attempts.cancel(state.id)
     if closing:
         rt.closed_runs.notify(state.id)
+    if torn_down:
+        rt.teardowns.notify(state.id)
     gate = concurrency.freed_gate(state)
     if gate is not None:
         rt.freed_gates.notify(gate)
@@ -123,7 +128,16 @@ def finish(
 ) -> WorkflowState:
     """The workflow's own terminal commit (completed or failed), fenced on its state."""
     closing = bool(open_children(history.pending, history.children))
-    new, ops = move(rt, history.state, status, result=result, error=error, closing=closing)
+    registered = finalizers.of_history(history)
+    new, ops = move(
+        rt,
+        history.state,
+        status,
+        result=result,
+        error=error,
+        closing=closing,
+        registered=registered,
+    )
     ops = _result_apart_if_too_big(rt, new, ops)
     ops += wakeups.disarm(history)
     with rt.fence.release_for_terminal(new.id) as release:
@@ -134,7 +148,7 @@ def finish(
         rt.metrics.workflows_completed += 1
     else:
         rt.metrics.workflows_failed += 1
-    ended(rt, new, closing)
+    ended(rt, new, closing, finalizers.armed(ops, new.id))
     return new
 
 

@@ -331,3 +331,36 @@ def concurrency_queue_key(workflow_type: str, key: str, created_at: float, wf_id
         concurrency_partition(workflow_type, key),
         f"{QUEUE_PREFIX}{ms(created_at):016d}#{enc(wf_id)}",
     )
+
+
+# -- finalizers and their teardown (ADR 0027) ------------------------------------------------
+
+FINALIZER_PREFIX = "fin#"
+TEARDOWN = "teardown"
+DEAD_LETTER_PARTITION = "deadletters"
+
+
+def finalizer_key(workflow_id: str, first_step: int, position: int) -> Key:
+    """The ``position``-th finalizer a run registered (``ctx.on_cancel``).
+
+    The slot is the run's first step, so records of runs before a ``continue_as_new`` are
+    told apart (and set aside) like every slotted record; positions sort in registration order.
+    """
+    return Key(
+        workflow_partition(workflow_id),
+        f"{FINALIZER_PREFIX}{step_slot(first_step)}#{counter(position, 4)}",
+    )
+
+
+def teardown_key(workflow_id: str) -> Key:
+    """A terminal run's teardown: which finalizers are left, and who runs them."""
+    return Key(workflow_partition(workflow_id), TEARDOWN)
+
+
+def dead_letter_key(workflow_id: str, created_at: float, first_step: int, position: int) -> Key:
+    """A finalizer that exhausted its retries, outside the run's partition so that purging
+    the run keeps it; one partition, so listing dead letters is one range read."""
+    return Key(
+        DEAD_LETTER_PARTITION,
+        f"{enc(workflow_id)}#{ms(created_at):016d}#{step_slot(first_step)}#{counter(position, 4)}",
+    )
