@@ -35,13 +35,17 @@ from .commit import LostCommit, commit
 from .finalizers import COMPLETED, DEAD, DONE, PENDING, RUNNING
 from .ownership import EngineDeposedError
 from .runtime import Runtime, logger
-from .steps.attempt import run_attempt
+from .steps.attempt import AttemptResult, run_attempt
 
 CLAIM_TTL = 60.0
 """Seconds a teardown claim keeps other engines out: one whose engine died is taken over
 after it (under workflow-lease, the run's owner claim must be open to takeover too)."""
 
 Outcome = Literal["none", "completed", "later", "retain", "deposed"]
+
+
+GIVEN_UP_RETRY = 1.0
+"""Seconds before a finalizer attempt given up at an invocation's end runs again."""
 
 
 def run(rt: Runtime, workflow_id: str) -> Outcome:
@@ -149,8 +153,14 @@ class _Teardown:
         context = ActivityContext(
             self.workflow_id, finalizer.activity, number, f"teardown#{item['n']}"
         )
+        context.provide_services = rt.services.provider(finalizer.activity, activity.services)
         cmd = Run(finalizer.activity, None, finalizer.retry)
         result = run_attempt(rt, activity, cmd, finalizer.input, context)
+        if not isinstance(result, AttemptResult):
+            # Given up before it ended (the invocation ran out of time): not an attempt
+            # spent; the next pass runs it again.
+            self._write(PENDING, rt.now() + GIVEN_UP_RETRY, release=True)
+            return "later"
         item["attempts"] = number
         rt.metrics.incr("finalizer_attempts")
         if result.ok:
