@@ -253,7 +253,7 @@ def test_heartbeats_show_in_weft_show_while_the_attempt_runs(storage_factory: Op
 
 
 def test_a_crash_keeps_the_stored_heartbeat_for_the_next_attempt(storage_factory: Opener) -> None:
-    beat = threading.Event()
+    beat, release = threading.Event(), threading.Event()
     seen: list[Any] = []
 
     def export(_: Any) -> str:
@@ -262,7 +262,7 @@ def test_a_crash_keeps_the_stored_heartbeat_for_the_next_attempt(storage_factory
         if len(seen) == 1:
             act.heartbeat("cursor-42")
             beat.set()
-            act.cancel_event.wait(WAIT)  # the process dies here
+            release.wait(WAIT)  # the process dies here
             return "void"
         return "ok"
 
@@ -272,13 +272,16 @@ def test_a_crash_keeps_the_stored_heartbeat_for_the_next_attempt(storage_factory
     flows = {"e": workflow("e").activities(export=export).execute(body)}
     te = make_engine(storage_factory, flows)
     first = te.engine
-    _in_thread(lambda: te.start("e", id="e"))
+    driving = _in_thread(lambda: te.start("e", id="e"))
     assert beat.wait(WAIT)
     te.crash()
     te.recover(storage_factory())
     te.advance(60)  # past the wake-up grace: another process drives the run
     assert te.get_handle("e").result() == "ok"
     assert seen == [None, "cursor-42"]
+    release.set()  # the "dead" process's attempt ends: its result lands nowhere
+    driving.join(WAIT)
+    assert te.get_handle("e").result() == "ok"
     first.close()
 
 
