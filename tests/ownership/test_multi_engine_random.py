@@ -283,6 +283,9 @@ class Worker:
             workflow_claim_ttl=TTL,
             workflow_claim_renew_interval=RENEW,
             recover=False,  # recover below, once self.engine is set (activities look at it)
+            # An engine here is its thread: an activity finds its engine (to pause or crash
+            # it) by thread, so branches run on that thread, one after another.
+            max_parallel_activities=0,
         )
         self.engine.recover_all()
 

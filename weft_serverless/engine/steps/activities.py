@@ -39,6 +39,7 @@ from .attempt import (
     Attempt,
     AttemptResult,
     Verdict,
+    needs_watching,
     result_of,
     start,
     watch,
@@ -87,7 +88,7 @@ def run(scope: StepScope, cmd: Run, slot: str) -> Done | None:
             verdict = ready.result
         else:
             attempt = ready.attempt(rt)
-            watched = attempt.watched() or rt.time_left is not None
+            watched = needs_watching(rt, attempt)
             start(rt, ready.activity, ready.encoded_input, attempt, inline=not watched)
             if attempt.future.done():
                 verdict = result_of(rt, attempt)

@@ -116,6 +116,13 @@ class Attempt:
         )
 
 
+def needs_watching(rt: Runtime, attempt: Attempt) -> bool:
+    """Whether the attempt runs off the drive's thread, watched: it has a time limit, or an
+    invocation's deadline may cut it (except with ``max_parallel_activities=0``, where only
+    a time limit moves an attempt off the drive's thread)."""
+    return attempt.watched() or (rt.time_left is not None and not rt.inline_activities)
+
+
 def start(
     rt: Runtime,
     activity: ActivityDefinition,
@@ -273,7 +280,7 @@ def run_attempt(
     """Run one attempt to its end (or until it is given up); never raises for the activity's
     own failure."""
     attempt = Attempt(rt, cmd, context, budget_end)
-    watched = attempt.watched() or rt.time_left is not None
+    watched = needs_watching(rt, attempt)
     start(rt, activity, encoded_input, attempt, inline=not watched)
     if attempt.future.done():
         return result_of(rt, attempt)
