@@ -118,6 +118,15 @@ def _limited(ctx: Any, _: Any) -> Any:
     return (yield ctx.wait_for_signal("go"))
 
 
+def _release_hold(order: Any) -> None:
+    CALLS["release_hold"] += 1
+
+
+def _guarded(ctx: Any, order: Any) -> Any:
+    ctx.on_cancel("release_hold", order)
+    return (yield ctx.wait_for_signal("go"))
+
+
 ONE_PER_ACCOUNT = Concurrency(max=1, key=lambda input: str(input["account"]))
 
 workflows = {
@@ -129,4 +138,5 @@ workflows = {
     "awaits_remote": workflow("awaits_remote").activities(remote=_remote).execute(_awaits_remote),
     "failing": workflow("failing").activities(explode=_explode).execute(_failing),
     "rich": workflow("rich").execute(_rich),
+    "guarded": workflow("guarded").activities(release_hold=_release_hold).execute(_guarded),
 }

@@ -141,6 +141,15 @@ def test_describe_lists_failed_attempts_with_their_errors(api: Api) -> None:
     assert failures[-1]["retry_at"] is None and failures[-1]["failed_at"] is not None
 
 
+def test_describe_shows_the_teardown_of_a_cancelled_run(api: Api) -> None:
+    api("POST", "/workflows", {"workflow_type": "guarded", "id": "g", "input": "o-1"})
+    assert "teardown" not in api("GET", "/workflows/g").body  # only once an end armed one
+    api("POST", "/workflows/g/cancel", {})
+    teardown = api("GET", "/workflows/g").body["teardown"]
+    assert teardown["reason"] == "cancelled"
+    assert [(f["activity"], f["position"]) for f in teardown["finalizers"]] == [("release_hold", 1)]
+
+
 def test_path_parameters_are_percent_decoded(api: Api) -> None:
     api("POST", "/workflows", {"workflow_type": "greeter", "id": "order 7/eu"})
     reply = api("GET", "/workflows/order%207%2Feu")

@@ -80,6 +80,12 @@ COMPONENTS: dict[str, Schema] = {
                 "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
                 "by step, the newest 10 retried ones of each step and its final failure.",
             },
+            "teardown": {
+                "type": "object",
+                "description": "Only when the run's end armed a teardown of its finalizers: "
+                "status (pending, running, completed), reason, holder, next_attempt_at and "
+                "finalizers (activity, position, state, attempts, last_error).",
+            },
         },
         required=[
             "id",

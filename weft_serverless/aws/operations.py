@@ -66,6 +66,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
             if description.failed_attempts is None
             else {"failed_attempts": list(description.failed_attempts)}
         ),
+        **({} if description.teardown is None else {"teardown": description.teardown}),
     }
 
 
