@@ -29,6 +29,8 @@ _current: contextvars.ContextVar[ActivityContext | None] = contextvars.ContextVa
     "weft_activity", default=None
 )
 
+_cancel_lock = threading.Lock()
+
 MAX_HEARTBEAT_BYTES = 8 * 1024
 """Encoded size of one heartbeat's details: they ride in the attempt's retry record."""
 
@@ -115,8 +117,8 @@ class ActivityContext:
     on_async: Callable[[], None] | None = field(default=None, repr=False)
     heartbeat_details: Any = None
     """The latest details an earlier attempt of this step heartbeat (None: none did)."""
-    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
-    """Set when the engine gives this attempt up: check it, or wait on it, and stop."""
+    # Made on first use (most attempts never need one): see ``cancel_event``.
+    _cancel: threading.Event | None = field(default=None, init=False, repr=False)
     on_heartbeat: Callable[[bytes], None] | None = field(default=None, repr=False)
     latest_heartbeat: bytes | None = field(default=None, init=False, repr=False)
     # Set by the engine: builds (once per engine) or returns its services for this attempt.
@@ -138,10 +140,22 @@ class ActivityContext:
         return self.provide_services()
 
     @property
+    def cancel_event(self) -> threading.Event:
+        """Set when the engine gives this attempt up: check it, or wait on it, and stop."""
+        event = self._cancel
+        if event is None:
+            with _cancel_lock:  # the attempt's thread and a cancelling one may ask at once
+                if self._cancel is None:
+                    self._cancel = threading.Event()
+                event = self._cancel
+        return event
+
+    @property
     def cancelled(self) -> bool:
         """Whether the engine gave this attempt up (the run ended, the branch lost a race,
         a timeout passed, the invocation is about to end): its result will be discarded."""
-        return self.cancel_event.is_set()
+        event = self._cancel
+        return event is not None and event.is_set()
 
     def heartbeat(self, details: Any = None) -> None:
         """Say the attempt is alive, with its progress so far (``details``).

@@ -112,10 +112,11 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
-    if attempts and not keys.is_due(rt.now(), attempts[-1]["due"]):
+    now = rt.now()
+    if attempts and not keys.is_due(now, attempts[-1]["due"]):
         return None
     number = int(attempts[-1]["n"]) + 1 if attempts else 1
-    first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else rt.now()
+    first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else now
     previous = attempts[-1].get("hb") if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
@@ -123,9 +124,9 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     ready.result = _async_outcome(scope, cmd, slot, number)
     if ready.result is not None:
         return ready
-    if f"{slot}@{number}" in scope.history.pending:
+    if scope.history.pending and f"{slot}@{number}" in scope.history.pending:
         return None  # started asynchronously; waiting for complete/fail_activity
-    if ready.budget_end is not None and rt.now() >= ready.budget_end:
+    if ready.budget_end is not None and now >= ready.budget_end:
         ready.result = _out_of_budget(ready, "no attempt may start after it")
         return ready
     if cmd.idempotency_key is not None:
@@ -254,6 +255,8 @@ def _log_failed_attempt(
 
 
 def _async_outcome(scope: StepScope, cmd: Run, slot: str, number: int) -> AttemptResult | None:
+    if not scope.history.async_results:
+        return None
     record = scope.history.async_results.get(keys.attempt_ref(slot, number))
     if record is None:
         return None
