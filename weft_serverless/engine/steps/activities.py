@@ -34,7 +34,6 @@ from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
 from ..runtime import Runtime, logger
 from . import heartbeats
 from .attempt import (
-    CANCELLED,
     OUT_OF_TIME,
     Attempt,
     AttemptResult,
@@ -62,6 +61,7 @@ class Ready:
     context: ActivityContext
     first: float  # engine time the step's first attempt started: schedule_to_close counts from it
     previous_hb: bytes | None
+    prepared_at: float  # engine time ``prepare`` ran: the attempt starts at once after it
     result: AttemptResult | None = None
     park_failures: list[BaseException] = field(default_factory=list)
 
@@ -72,7 +72,7 @@ class Ready:
 
     def attempt(self, rt: Runtime) -> Attempt:
         """The attempt to start, its heartbeats wired to the engine."""
-        attempt = Attempt(rt, self.cmd, self.context, self.budget_end)
+        attempt = Attempt(rt, self.cmd, self.context, self.budget_end, self.prepared_at)
         self.context.on_heartbeat = Heartbeats(rt, attempt)
         return attempt
 
@@ -120,7 +120,7 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     previous = attempts[-1].get("hb") if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
-    ready = Ready(cmd, activity, encoded_input, number, context, first, previous)
+    ready = Ready(cmd, activity, encoded_input, number, context, first, previous, now)
     ready.result = _async_outcome(scope, cmd, slot, number)
     if ready.result is not None:
         return ready
@@ -150,12 +150,10 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
     rt, workflow_id, cmd, number = scope.rt, scope.workflow_id, ready.cmd, ready.number
     if ready.park_failures:
         raise ready.park_failures[0]  # the drive's error, not the activity's failure
-    if verdict == CANCELLED:
-        return None
-    if verdict == OUT_OF_TIME:
-        scope.yield_to_next_invocation(slot, number)
-        return None
-    assert isinstance(verdict, AttemptResult)
+    if isinstance(verdict, str):
+        if verdict == OUT_OF_TIME:
+            scope.yield_to_next_invocation(slot, number)
+        return None  # OUT_OF_TIME, or CANCELLED: given up, nothing recorded
     if ready.result is None and verdict.timeout is None and ready.context.cancelled:
         return None  # it returned after it was told to stop (the run ended): void
     if ready.context.async_token is not None and ready.result is None:

@@ -80,10 +80,16 @@ class Attempt:
     """
 
     def __init__(
-        self, rt: Runtime, cmd: Run, context: ActivityContext, budget_end: float | None
+        self,
+        rt: Runtime,
+        cmd: Run,
+        context: ActivityContext,
+        budget_end: float | None,
+        now: float | None = None,
     ) -> None:
         self.cmd, self.context = cmd, context
-        self.started, self.started_real = rt.now(), time.monotonic()
+        self.started = rt.now() if now is None else now
+        self.started_real = time.monotonic()
         self.beat, self.beat_real = self.started, self.started_real
         self.budget_end = budget_end  # engine time when schedule_to_close runs out
         self.future: Future[Any] | Ran = _NOT_STARTED
@@ -111,8 +117,10 @@ class Attempt:
 
     def watched(self) -> bool:
         cmd = self.cmd
-        return any(
-            limit is not None for limit in (cmd.timeout, cmd.heartbeat_timeout, self.budget_end)
+        return (
+            cmd.timeout is not None
+            or cmd.heartbeat_timeout is not None
+            or self.budget_end is not None
         )
 
 
