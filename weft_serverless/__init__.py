@@ -85,6 +85,7 @@ from weft_serverless.errors_services import (
     ServicesUnavailableError,
     UnknownServiceError,
 )
+from weft_serverless.event_sink import EventBridgeSink, EventSink
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.schedule_errors import (
@@ -119,6 +120,8 @@ __all__ = [
     "Engine",
     "EngineLeaseLostError",
     "EngineLeaseUnavailableError",
+    "EventBridgeSink",
+    "EventSink",
     "HistoryLimitExceededError",
     "Holder",
     "InvalidArgumentError",

@@ -17,6 +17,7 @@ from typing import Any
 from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
 from weft_serverless.errors_services import MissingServiceError
+from weft_serverless.event_sink import EventSink
 from weft_serverless.identifiers import (
     MAX_WORKFLOW_ID_BYTES,
     check_dedup_id,
@@ -95,6 +96,17 @@ def check_services(
             "services",
         )
     return factory
+
+
+def check_event_sink(sink: object) -> EventSink | None:
+    """The ``events`` option is None or an ``EventSink`` (``EventBridgeSink``, or any object
+    with ``publish``, ``size_of``, ``max_batch`` and ``max_bytes``)."""
+    if sink is None or isinstance(sink, EventSink):
+        return sink
+    raise InvalidArgumentError(
+        f"events must be an event sink such as EventBridgeSink('my-bus'), got {sink!r}",
+        "events",
+    )
 
 
 def check_engine_options(

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from weft_serverless.errors import WorkflowAlreadyExistsError
+from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
@@ -21,6 +22,7 @@ from . import config, handle, interactions, lifecycle, listing, signals, starts
 from .activity_moves import ActivityMoves
 from .activity_threads import DEFAULT_MAX_PARALLEL
 from .config import Duration, check_id
+from .event_reads import EventReads
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
 from .maintenance import MaintenanceReport
@@ -32,7 +34,7 @@ from .schedule_moves import ScheduleMoves
 from .session import Session
 
 
-class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
+class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:
@@ -61,6 +63,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
         max_clock_skew: float | None = None,
         max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
         services: Callable[[], Mapping[str, Any]] | None = None,
+        events: EventSink | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -82,6 +85,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
             clock_skew=config.clock_skew_limit(max_clock_skew, renew),
             max_parallel_activities=config.check_parallel_activities(max_parallel_activities),
             services=config.check_services(services, workflows),
+            events=config.check_event_sink(events),
         )
         rt.fence.bootstrap()
         engine = cls(rt)

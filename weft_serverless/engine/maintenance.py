@@ -26,7 +26,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import admission, control, retention, teardown
+from . import admission, control, outbox, retention, teardown
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -257,6 +257,8 @@ def run_maintenance(
         fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
     else:
         report.cut_short = True
+    if not budget.exhausted():
+        report.parts.update(outbox.publish(rt))  # after the timers: their terminal events too
     if not budget.exhausted():
         report.next_due = next_due(rt)
     logger.debug("maintenance: %s", report)

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import PayloadTooLargeError
+from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
@@ -192,6 +193,8 @@ class Runtime:
     attempts: RunningAttempts = field(default_factory=RunningAttempts)
     # Clients for activities, built by the services factory on first ask (services.py).
     services: Services = field(default_factory=Services)
+    # Where terminal and failure events are published (None: no outbox is written).
+    events: EventSink | None = None
 
     @property
     def closed(self) -> bool:
@@ -250,6 +253,7 @@ def assemble(
     clock_skew: float | None = None,
     max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
     services: ServiceFactory | None = None,
+    events: EventSink | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -286,6 +290,7 @@ def assemble(
         parallel_activities=max_parallel_activities,
         activity_threads=ActivityThreads(max(1, max_parallel_activities)),
         services=Services(services, metrics),
+        events=events,
     )
 
 

@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from weft_serverless.activity import ActivityContext
-from weft_serverless.codec import decode_record, encode
+from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.commands import Run
 from weft_serverless.finalizer import Finalizer
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import timers
+from . import event_log, outbox, timers
 from .commit import LostCommit, commit
 from .finalizers import COMPLETED, DEAD, DONE, PENDING, RUNNING
 from .ownership import EngineDeposedError
@@ -179,7 +179,7 @@ class _Teardown:
             return "later"
         item["state"] = DEAD
         letter = self._dead_letter(item, finalizer)
-        self._write(RUNNING, None, also=[letter])
+        self._write(RUNNING, None, also=[letter, *self._dead_letter_event(letter, item)])
         rt.metrics.incr("finalizers_dead_lettered")
         logger.warning(
             "workflow %s: finalizer %r dead-lettered after %d attempts: %s: %s",
@@ -206,6 +206,15 @@ class _Teardown:
             "at": self.rt.now(),
         }
         return Put(key, encode(letter))
+
+    def _dead_letter_event(self, letter: Op, item: dict[str, Any]) -> list[Op]:
+        """The outbox item reporting the dead letter (none without an event sink)."""
+        assert isinstance(letter, Put)
+        record = self.record
+        event = event_log.dead_letter_event(
+            record["type"], record["created"], item["n"], decode(letter.value)
+        )
+        return outbox.item(self.rt, event)
 
     def _write(
         self, status: str, due: float | None, *, release: bool = False, also: Sequence[Op] = ()

@@ -16,7 +16,7 @@ from weft_serverless.codec import encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
-from . import concurrency, finalizers, timers, wakeups
+from . import concurrency, event_log, finalizers, outbox, timers, wakeups
 from .commit import commit
 from .records import TERMINAL, History, WorkflowState
 from .runtime import Runtime
@@ -76,6 +76,7 @@ def move(
         # A run of an overlap="queue" schedule ended: its queued fire may start now.
         ops.append(timers.arm(timers.SCHEDULE, state.extra["schedule"], now))
     ops += finalizers.arm_teardown(state, status, list(registered), now)
+    ops += outbox.item(rt, event_log.terminal_event(new))  # only with an event sink
     window = rt.retention.get(status)
     if window is not None:
         ops.append(timers.arm(timers.RETENTION, state.id, now + window))

@@ -364,3 +364,21 @@ def dead_letter_key(workflow_id: str, created_at: float, first_step: int, positi
         DEAD_LETTER_PARTITION,
         f"{enc(workflow_id)}#{ms(created_at):016d}#{step_slot(first_step)}#{counter(position, 4)}",
     )
+
+
+# -- the events outbox (ADR 0032) ------------------------------------------------------------
+
+OUTBOX_SHARDS = 4
+
+
+def outbox_partition(shard: int) -> str:
+    return f"outbox#{shard:02d}"
+
+
+def outbox_key(at: float, workflow_id: str, event_id: str) -> Key:
+    """An event waiting to be published, in the shard of its run, oldest first.
+
+    Written only when an event sink is configured, in the batch of the change it reports;
+    the publisher deletes it once the sink accepted it."""
+    shard = shard_of(workflow_id, OUTBOX_SHARDS)
+    return Key(outbox_partition(shard), f"{ms(at):016d}#{enc(workflow_id)}#{enc(event_id)}")

@@ -27,7 +27,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
 from weft_serverless.workflow import ActivityDefinition
 
-from .. import timers
+from .. import event_log, outbox, timers
 from ..commit import commit
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
 from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
@@ -185,9 +185,19 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
             due,
             timers.RETRY,
             f"{slot}#{number}",
-            also=[Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
-            if number > ATTEMPT_HISTORY
-            else [],
+            also=[
+                *(
+                    [Delete(keys.attempt_key(workflow_id, slot, number - ATTEMPT_HISTORY))]
+                    if number > ATTEMPT_HISTORY
+                    else []
+                ),
+                *outbox.item(
+                    rt,
+                    event_log.attempt_failed_event(
+                        scope.history.state, slot, cmd.activity, {**failure, "due": due}
+                    ),
+                ),
+            ],
         )
         attempts = scope.history.attempts.setdefault(slot, [])
         attempts.append(stored)
