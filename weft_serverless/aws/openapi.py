@@ -132,6 +132,23 @@ COMPONENTS: dict[str, Schema] = {
             "next_cursor": NULLABLE_STRING,
         }
     ),
+    "EventPage": _obj(
+        {
+            "items": {
+                "type": "array",
+                "items": _obj(
+                    {
+                        "event_id": {"type": "string"},
+                        "type": {"type": "string"},
+                        "workflow_id": {"type": "string"},
+                        "workflow_type": {"type": "string"},
+                        "at": {"type": "number"},
+                    }
+                ),
+            },
+            "next_after": NULLABLE_STRING,
+        }
+    ),
     "Result": _obj(
         {
             "id": {"type": "string"},

@@ -145,6 +145,15 @@ def get_result(request: Request) -> Reply:
     return (200 if finished else 202), body
 
 
+def list_events(request: Request) -> Reply:
+    limit = request.query.get("limit", 100)
+    items = request.engine.events(
+        request.workflow_id, after=request.query.get("after"), limit=limit
+    )
+    next_after = items[-1]["event_id"] if len(items) == limit else None
+    return 200, {"items": items, "next_after": next_after}
+
+
 def signal_workflow(request: Request) -> Reply:
     name, body = request.params["name"], request.body
     request.engine.signal(

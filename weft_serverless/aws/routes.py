@@ -142,6 +142,23 @@ ROUTES: tuple[Route, ...] = (
         query=(_WAIT,),
     ),
     Route(
+        "list_events",
+        "GET",
+        "/workflows/{workflow_id}/events",
+        "The run's event log in order, one page at a time (after= the last event_id).",
+        (200,),
+        "EventPage",
+        query=(
+            Field("after", {"type": "string", "minLength": 1}, "next_after of the last page."),
+            Field(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                "Page size.",
+            ),
+        ),
+        errors=(400, 404, 500, 503),
+    ),
+    Route(
         "signal_workflow",
         "POST",
         "/workflows/{workflow_id}/signals/{name}",
