@@ -15,11 +15,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from weft_serverless import ConfigurationError, Engine, WorkflowDefinition
+from weft_serverless import ConfigurationError, Engine, EventBridgeSink, WorkflowDefinition
 from weft_serverless.storage import Storage
 
 WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
 OWNERSHIP_ENV = "WEFT_OWNERSHIP"
+EVENT_BUS_ENV = "WEFT_EVENT_BUS"
+"""The EventBridge bus (name or ARN) run events go to; unset: no events outbox at all."""
 DEFAULT_OWNERSHIP = "workflow-lease"
 
 _engine: Engine | None = None
@@ -70,7 +72,9 @@ def build_engine(
     Anything not passed comes from the environment: storage from ``WEFT_TABLE_NAME`` (and
     ``WEFT_DYNAMODB_ENDPOINT``, ``WEFT_OFFLOAD_BUCKET``), workflows from
     ``WEFT_WORKFLOWS_MODULE`` (with its optional ``services`` factory, built lazily once per
-    container), ownership from ``WEFT_OWNERSHIP`` (default workflow-lease).
+    container), ownership from ``WEFT_OWNERSHIP`` (default workflow-lease), the events
+    sink from ``WEFT_EVENT_BUS`` (every function writes the outbox; only the maintenance
+    function publishes, so only it needs ``events:PutEvents``).
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
@@ -83,6 +87,8 @@ def build_engine(
 
         storage = DynamoDBStorage.from_env(env)
     options.setdefault("ownership", env.get(OWNERSHIP_ENV) or DEFAULT_OWNERSHIP)
+    if env.get(EVENT_BUS_ENV) and "events" not in options:
+        options["events"] = EventBridgeSink(env[EVENT_BUS_ENV])
     return Engine.create(
         storage,
         workflows,
