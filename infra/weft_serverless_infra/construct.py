@@ -31,6 +31,7 @@ from weft_serverless_infra.alarms import AlarmThresholds, WeftAlarms
 from weft_serverless_infra.api import WeftApi
 from weft_serverless_infra.functions import WeftFunction
 from weft_serverless_infra.http_api import WeftHttpApi
+from weft_serverless_infra.run_events import WeftRunEvents
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _API_GATEWAY_TIMEOUT = Duration.seconds(29)
@@ -71,6 +72,11 @@ class WeftServerless(Construct):
         api_cloudwatch_role: Also set API Gateway's account-wide CloudWatch role (REST only).
             Off by default: it is one setting per account and region, shared by every REST
             API there; a REST API logs only once the account has one.
+        run_events: Publish terminal and failure run events to EventBridge (ADR 0032): a
+            bus (``event_bus``, else a new one), ``events:PutEvents`` for the maintenance
+            function, ``WEFT_EVENT_BUS`` for both functions, and an example rule sending
+            failed runs to the alarm topic. Off by default: no outbox is written then.
+        event_bus: The bus to use with ``run_events`` (e.g. the account's default bus).
 
     Attributes:
         table: The engine's DynamoDB table.
@@ -85,6 +91,7 @@ class WeftServerless(Construct):
         access_logs: Log group of the API's access log.
         alarm_topic: The SNS topic every alarm notifies.
         alarms: CloudWatch alarms by id.
+        run_events: The bus, grant and example rule (None without ``run_events``).
     """
 
     def __init__(
@@ -116,6 +123,8 @@ class WeftServerless(Construct):
         api_throttle_burst: int = 200,
         api_cloudwatch_role: bool = False,
         alarm_email: str | None = None,
+        run_events: bool = False,
+        event_bus: events.IEventBus | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         rate = maintenance_rate or Duration.minutes(1)
@@ -156,6 +165,8 @@ class WeftServerless(Construct):
         }
         if offload_bucket is not None:
             environment[names.OFFLOAD_BUCKET_ENV] = offload_bucket.bucket_name
+        if event_bus is not None and not run_events:
+            raise ValueError("event_bus is used only with run_events=True")
         code = lambda_.Code.from_asset(code_path)
         self.api_handler = api_fn = WeftFunction(
             self,
@@ -245,6 +256,19 @@ class WeftServerless(Construct):
         self.alarm_topic = alarm_topic or self._alarm_topic()
         if alarm_email is not None:
             self.alarm_topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.run_events: WeftRunEvents | None = None
+        if run_events:
+            self.run_events = WeftRunEvents(
+                self,
+                "RunEvents",
+                publisher=maintenance_fn.role,
+                bus=event_bus,
+                source=names.EVENT_SOURCE,
+                notify=self.alarm_topic,
+            )
+            for variable, value in self.run_events.environment.items():
+                api_fn.function.add_environment(variable, value)
+                maintenance_fn.function.add_environment(variable, value)
         self.alarms = WeftAlarms(
             self,
             "Alarms",
