@@ -103,9 +103,10 @@ def _add_dev(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _add_operator(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from weft_serverless.cli_commands import operator
+    from weft_serverless.cli_commands import events, operator
 
     operator.add(subcommands)
+    events.add(subcommands)
 
 
 def _add_schedules(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
