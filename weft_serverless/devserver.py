@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from weft_serverless import Engine
 
+from weft_serverless import dev_events
 from weft_serverless.dev_moto import LockedMotoServer
 from weft_serverless.lambda_events import (
     DEFAULT_REGION,
@@ -146,6 +147,7 @@ class DevServer:
         self.endpoint = self.moto.start()
         self._configure_environment()
         self._create_table()
+        bus = dev_events.setup(self.endpoint, self.region)
         workflows = self._import(self.config.workflows)
         registry = getattr(workflows, "workflows", None)
         self.workflow_types = sorted(registry) if isinstance(registry, Mapping) else []
@@ -160,7 +162,9 @@ class DevServer:
         self._api = _Container(make_api_handler())
 
         get_engine()  # build the container's engine now: a bad module fails here, not per request
-        self._maintenance_engine = engine = build_engine()
+        self._maintenance_engine = engine = build_engine(
+            events=dev_events.PrintedSink(bus, self.log)
+        )
         self._maintenance = _Container(make_maintenance_handler(engine_factory=lambda: engine))
         from werkzeug.serving import make_server
 
@@ -318,6 +322,7 @@ class DevServer:
             f"    curl -s -X POST {self.url}/workflows -H 'content-type: application/json' \\",
             f"      -d '{body}'",
             f"    curl -s '{self.url}/workflows?limit=10'",
+            f"    curl -s '{self.url}/workflows/ID/events'   # published ones print here",
             "  operator CLI (another shell):",
             f"    WEFT_TABLE_NAME={self.config.table} WEFT_DYNAMODB_ENDPOINT={self.endpoint} "
             "weft list",
