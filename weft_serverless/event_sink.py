@@ -76,7 +76,9 @@ class EventBridgeSink:
         return {
             "Source": self.source,
             "DetailType": f"weft {event['type']}",
-            "Detail": json.dumps(event, separators=(",", ":"), sort_keys=True),
+            # default=str: a value JSON cannot hold (bytes in an error) must not make the
+            # event unpublishable, or it would be kept and retried by every pass
+            "Detail": json.dumps(event, separators=(",", ":"), sort_keys=True, default=str),
             "EventBusName": self.bus_name,
         }
 

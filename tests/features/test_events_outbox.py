@@ -267,3 +267,27 @@ def test_without_a_sink_nothing_is_written_and_steps_cost_the_same(
     assert with_sink["conditional_batches"] == without["conditional_batches"]
     assert with_sink["gets"] == without["gets"] and with_sink["scans"] == without["scans"]
     assert with_sink["items_written"] == without["items_written"] + 2
+
+
+def test_the_sink_turns_an_event_into_a_put_events_entry() -> None:
+    sink = EventBridgeSink("my-bus")
+    event = {"event_id": "e1", "type": "run.failed", "error": {"raw": b"\x00"}}
+    entry = sink.entry(event)
+    assert entry["Source"] == "weft" and entry["DetailType"] == "weft run.failed"
+    assert entry["EventBusName"] == "my-bus"
+    assert json.loads(entry["Detail"])["error"] == {"raw": "b'\\x00'"}
+    size = len("weft") + len("weft run.failed") + len(entry["Detail"]) + 14
+    assert sink.size_of(event) == size
+
+
+def test_bad_sinks_and_bus_names_are_typed_errors() -> None:
+    from weft_serverless import InvalidArgumentError, MemoryStorage
+
+    for bad in ("", None):
+        with pytest.raises(InvalidArgumentError):
+            EventBridgeSink(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        EventBridgeSink("bus", source="aws.events")
+    with pytest.raises(InvalidArgumentError) as raised:
+        Engine.create(MemoryStorage(), _flows(), events="my-bus")  # type: ignore[arg-type]
+    assert raised.value.field == "events"
