@@ -38,6 +38,7 @@ from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps.runner import StepRunner
+from .tracing import traceparent_of
 
 # What a drive reports: a workflow status, or an ownership verdict when it did not drive.
 RETAIN = "retain"
@@ -107,6 +108,25 @@ def _drive_once(
         return _fail(rt, history, error)
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
     runner.awaiting = request.awaiting
+    if rt.tracer is None or request.read_only:
+        return _advance(rt, history, definition, runner, request)
+    state = history.state
+    return rt.tracer.drive(
+        workflow_id,
+        traceparent_of(state.extra, workflow_id, state.created_at),
+        {"weft.workflow_id": workflow_id, "weft.workflow_type": state.type, "weft.run": state.run},
+        lambda: _advance(rt, history, definition, runner, request),
+    )
+
+
+def _advance(
+    rt: Runtime,
+    history: History,
+    definition: WorkflowDefinition,
+    runner: StepRunner,
+    request: DriveRequest,
+) -> str | None:
+    workflow_id = history.state.id
     warm = None if request.read_only else _warm(rt, history, definition)
     if warm is not None:
         request.ctx = warm.ctx

@@ -24,6 +24,7 @@ from .commit import LostCommit, commit
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
+from .tracing import TRACE_FIELD
 from .transitions import index_value
 
 
@@ -52,6 +53,8 @@ def new_state(
         extra["start_at"] = start_at
     if execution_timeout is not None:
         extra["deadline"] = max(now, start_at or now) + execution_timeout
+    if rt.tracer is not None:  # the run's trace, carried across invocations (tracing.py)
+        extra[TRACE_FIELD] = rt.tracer.new_traceparent()
     state = WorkflowState(
         id=workflow_id,
         type=workflow_type,

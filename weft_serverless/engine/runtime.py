@@ -38,6 +38,7 @@ from .parked_runs import ParkedRuns
 from .running_attempts import RunningAttempts
 from .services import ServiceFactory, Services
 from .telemetry import Metrics, logger
+from .tracing import Tracing
 
 BackgroundTasks = Literal["manual", "automatic"]
 
@@ -192,6 +193,8 @@ class Runtime:
     attempts: RunningAttempts = field(default_factory=RunningAttempts)
     # Clients for activities, built by the services factory on first ask (services.py).
     services: Services = field(default_factory=Services)
+    # Spans for drives and attempts (None: no tracer, no tracing code runs; tracing.py).
+    tracer: Tracing | None = None
 
     @property
     def closed(self) -> bool:
@@ -250,6 +253,7 @@ def assemble(
     clock_skew: float | None = None,
     max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
     services: ServiceFactory | None = None,
+    tracer: Tracing | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -286,6 +290,7 @@ def assemble(
         parallel_activities=max_parallel_activities,
         activity_threads=ActivityThreads(max(1, max_parallel_activities)),
         services=Services(services, metrics),
+        tracer=tracer,
     )
 
 
