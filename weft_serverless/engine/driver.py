@@ -38,7 +38,6 @@ from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps.runner import StepRunner
-from .tracing import traceparent_of
 
 # What a drive reports: a workflow status, or an ownership verdict when it did not drive.
 RETAIN = "retain"
@@ -110,6 +109,8 @@ def _drive_once(
     runner.awaiting = request.awaiting
     if rt.tracer is None or request.read_only:
         return _advance(rt, history, definition, runner, request)
+    from .tracing import traceparent_of  # only with a tracer: no import cost without one
+
     state = history.state
     return rt.tracer.drive(
         workflow_id,

@@ -17,7 +17,7 @@ from weft_serverless.errors import WorkflowAlreadyExistsError
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import config, handle, interactions, lifecycle, listing, signals, starts, tracing
+from . import config, handle, interactions, lifecycle, listing, signals, starts
 from .activity_moves import ActivityMoves
 from .activity_threads import DEFAULT_MAX_PARALLEL
 from .config import Duration, check_id
@@ -83,7 +83,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
             clock_skew=config.clock_skew_limit(max_clock_skew, renew),
             max_parallel_activities=config.check_parallel_activities(max_parallel_activities),
             services=config.check_services(services, workflows),
-            tracer=tracing.adapt(tracer),
+            tracer=config.check_tracer(tracer),
         )
         rt.fence.bootstrap()
         engine = cls(rt)

@@ -24,7 +24,6 @@ from .commit import LostCommit, commit
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
-from .tracing import TRACE_FIELD
 from .transitions import index_value
 
 
@@ -54,7 +53,7 @@ def new_state(
     if execution_timeout is not None:
         extra["deadline"] = max(now, start_at or now) + execution_timeout
     if rt.tracer is not None:  # the run's trace, carried across invocations (tracing.py)
-        extra[TRACE_FIELD] = rt.tracer.new_traceparent()
+        extra["trace"] = rt.tracer.new_traceparent()
     state = WorkflowState(
         id=workflow_id,
         type=workflow_type,

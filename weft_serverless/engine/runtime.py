@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import PayloadTooLargeError
@@ -38,7 +38,9 @@ from .parked_runs import ParkedRuns
 from .running_attempts import RunningAttempts
 from .services import ServiceFactory, Services
 from .telemetry import Metrics, logger
-from .tracing import Tracing
+
+if TYPE_CHECKING:  # tracing is imported only when a tracer is given (cold starts)
+    from .tracing import Tracing
 
 BackgroundTasks = Literal["manual", "automatic"]
 

@@ -14,7 +14,6 @@ time, the same on every engine. Attempt spans name their drive's span as parent 
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import threading
@@ -73,6 +72,8 @@ def traceparent_of(state_extra: Mapping[str, Any], workflow_id: str, created_at:
     stored = state_extra.get(TRACE_FIELD)
     if isinstance(stored, str) and _parse(stored) is not None:
         return stored
+    import hashlib  # only with a tracer: hashlib's import is a cold-start cost
+
     digest = hashlib.sha256(f"{workflow_id}\0{created_at!r}".encode()).hexdigest()
     return f"00-{digest[:32]}-{digest[32:48]}-01"
 
