@@ -12,9 +12,11 @@ import aws_flows
 import pytest
 from aws_support import Api, FakeMonotonic, log_lines
 
+from weft_serverless import RetryPolicy, workflow
 from weft_serverless.aws import get_engine, make_api_handler, reset_engine
+from weft_serverless.aws.metrics import InvocationMetrics, Snapshot
 from weft_serverless.storage.dynamodb import DynamoDBStorage
-from weft_serverless.testing import VirtualClock
+from weft_serverless.testing import TestEngine, VirtualClock
 
 
 @pytest.fixture
@@ -73,3 +75,20 @@ def test_engine_json_lines_carry_type_step_and_correlation_id(
         "1",
     )
     assert failed["correlation_id"] == "corr-9"
+
+
+def test_a_dead_lettered_finalizer_is_the_metric_its_alarm_watches() -> None:
+    def down(_: Any) -> None:
+        raise RuntimeError("hold service down")
+
+    def flow(ctx: Any, _: Any) -> Any:
+        ctx.on_cancel("release_hold", None, retry=RetryPolicy(max_attempts=1))
+        yield ctx.sleep("1h")
+
+    te = TestEngine({"d": workflow("d").activities(release_hold=down).execute(flow)})
+    te.start("d", id="d")
+    before = Snapshot.of(te.engine)
+    te.cancel("d")
+    assert len(te.list_dead_letters("d")) == 1
+    counts = InvocationMetrics.between(before, Snapshot.of(te.engine)).counts
+    assert counts["FinalizersDeadLettered"] == 1  # infra's FinalizersDeadLettered alarm
