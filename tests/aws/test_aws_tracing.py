@@ -13,9 +13,10 @@ import pytest
 from aws_support import Api, FakeMonotonic, log_lines
 
 from weft_serverless import RetryPolicy, workflow
-from weft_serverless.aws import get_engine, make_api_handler, reset_engine
+from weft_serverless.aws import build_engine, get_engine, make_api_handler, reset_engine
 from weft_serverless.aws.metrics import InvocationMetrics, Snapshot
 from weft_serverless.storage.dynamodb import DynamoDBStorage
+from weft_serverless.storage.memory import MemoryStorage
 from weft_serverless.testing import TestEngine, VirtualClock
 
 
@@ -92,3 +93,13 @@ def test_a_dead_lettered_finalizer_is_the_metric_its_alarm_watches() -> None:
     assert len(te.list_dead_letters("d")) == 1
     counts = InvocationMetrics.between(before, Snapshot.of(te.engine)).counts
     assert counts["FinalizersDeadLettered"] == 1  # infra's FinalizersDeadLettered alarm
+
+
+def test_the_workflows_module_may_export_the_tracer(
+    tracer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEFT_WORKFLOWS_MODULE", "aws_flows")
+    assert build_engine(storage=MemoryStorage()).runtime.tracer is None
+    monkeypatch.setattr(aws_flows, "tracer", tracer, raising=False)
+    engine = build_engine(storage=MemoryStorage())
+    assert type(engine.runtime.tracer).__name__ == "XRayTracing"
