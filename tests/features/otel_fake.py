@@ -79,7 +79,12 @@ def get_current_span(context: Mapping[str, Any] | None = None) -> Any:
 
 
 @contextmanager
-def use_span(span: Any, end_on_exit: bool = False) -> Iterator[Any]:
+def use_span(
+    span: Any,
+    end_on_exit: bool = False,
+    record_exception: bool = True,
+    set_status_on_exception: bool = True,
+) -> Iterator[Any]:
     token = _CURRENT.set(span)
     try:
         yield span

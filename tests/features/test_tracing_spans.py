@@ -25,7 +25,13 @@ from feature_support import (
     recover_fresh,
 )
 
-from weft_serverless import InvalidArgumentError, RetryPolicy, workflow
+from weft_serverless import (
+    InvalidArgumentError,
+    RetryPolicy,
+    WorkflowFailedError,
+    current_activity,
+    workflow,
+)
 from weft_serverless.engine.records import load_history
 from weft_serverless.storage.base import Storage
 from weft_serverless.testing import TestEngine
@@ -225,3 +231,28 @@ def test_without_a_tracer_no_tracing_library_is_imported() -> None:
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_given_up_attempt_ends_its_span_with_why(
+    storage_factory: Opener, exporter: otel_fake.InMemoryExporter
+) -> None:
+    box: list[TestEngine] = []
+
+    def hang(_: Any) -> None:
+        box[0].clock.advance(11)  # past its timeout on the engine's (virtual) clock
+        current_activity().cancel_event.wait(20.0)
+
+    def body(ctx: Any, _: Any) -> Any:
+        return (yield ctx.run("hang", timeout="10s", retry=RetryPolicy(max_attempts=1)))
+
+    flows = {"h": workflow("h").activities(hang=hang).execute(body)}
+    te = make_engine(storage_factory, flows, tracer=otel_fake.FakeTracer(exporter))
+    box.append(te)
+    with pytest.raises(WorkflowFailedError):
+        te.start("h", id="h").result()
+    [attempt] = exporter.named("weft activity")
+    assert attempt.attributes["weft.outcome"] == "timed-out"
+    assert attempt.attributes["weft.error_type"] == "ActivityTimeoutError"
+    [drive] = exporter.named("weft drive")
+    assert attempt.parent is not None and attempt.parent.span_id == drive.context.span_id
+    assert drive.attributes["weft.outcome"] == "failed"

@@ -157,7 +157,10 @@ class OpenTelemetryTracing:
         )
         previous = self._drives.open(workflow_id, span, attributes["weft.workflow_type"])
         try:
-            with trace.use_span(span, end_on_exit=False):  # the workflow's own spans nest here
+            # current while the drive runs: spans the workflow's own code opens nest here
+            with trace.use_span(
+                span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+            ):
                 status = run()
         except BaseException as exc:
             span.set_attribute("weft.outcome", "error")
@@ -165,7 +168,7 @@ class OpenTelemetryTracing:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(exc).__name__))
             raise
         else:
-            span.set_attribute("weft.outcome", str(status))
+            span.set_attribute("weft.outcome", "gone" if status is None else str(status))
             return status
         finally:
             self._drives.close(workflow_id, previous)
@@ -216,7 +219,7 @@ class XRayTracing:
             previous = self._drives.open(workflow_id, segment, attributes["weft.workflow_type"])
             try:
                 status = run()
-                segment.put_annotation("weft_outcome", str(status))
+                segment.put_annotation("weft_outcome", "gone" if status is None else str(status))
                 return status
             finally:
                 self._drives.close(workflow_id, previous)
