@@ -256,3 +256,26 @@ def test_a_given_up_attempt_ends_its_span_with_why(
     [drive] = exporter.named("weft drive")
     assert attempt.parent is not None and attempt.parent.span_id == drive.context.span_id
     assert drive.attributes["weft.outcome"] == "failed"
+
+
+def test_a_child_run_joins_its_parents_trace(
+    storage_factory: Opener, exporter: otel_fake.InMemoryExporter
+) -> None:
+    def kid(ctx: Any, x: int) -> Any:
+        return (yield ctx.run("echo", x))
+
+    def parent(ctx: Any, x: int) -> Any:
+        return (yield ctx.start_child("kid", x, id="k-1"))
+
+    flows = {
+        "kid": workflow("kid").activities(echo=lambda x: x).execute(kid),
+        "parent": workflow("parent").execute(parent),
+    }
+    te = make_engine(storage_factory, flows, tracer=otel_fake.FakeTracer(exporter))
+    assert te.start("parent", 5, id="p-1").result() == 5
+    trace_id = _trace_id(_stored_trace(te.storage, "p-1"))
+    assert _trace_id(_stored_trace(te.storage, "k-1")) == trace_id
+    [kid_drive] = [s for s in exporter.named("weft drive kid")]
+    starter = exporter.named("weft drive parent")[0]  # the drive that started the child
+    assert kid_drive.parent is not None and kid_drive.parent.span_id == starter.context.span_id
+    assert {s.context.trace_id for s in exporter.spans} == {trace_id}
