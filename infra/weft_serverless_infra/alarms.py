@@ -3,8 +3,8 @@
 Each count alarm fires only when its threshold is reached in ``datapoints_to_alarm`` of the
 last ``evaluation_periods`` periods (2 of 3 five-minute periods by default), so one stray
 error or a single throttled burst does not page anybody; a problem that lasts does. Besides
-the AWS service metrics, three alarms watch the engine's own EMF metrics (failed runs, lost
-commits, timer lateness), which no AWS metric can see.
+the AWS service metrics, four alarms watch the engine's own EMF metrics (failed runs, lost
+commits, timer lateness, dead-lettered finalizers), which no AWS metric can see.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class AlarmThresholds:
         lost_commits: Commits refused by a fence (``LostCommits``): ownership is contested.
         timer_lateness_seconds: Worst lateness of a fired timer (``TimerLatenessMax``);
             None means twice the maintenance rate plus 30 s.
+        finalizers_dead_lettered: Finalizers that exhausted their retries
+            (``FinalizersDeadLettered``); each one is cleanup that never happened, so this
+            alarm fires on the first period that reaches it, not M of N.
     """
 
     period_minutes: int = 5
@@ -52,6 +55,7 @@ class AlarmThresholds:
     workflows_failed: int = 5
     lost_commits: int = 5
     timer_lateness_seconds: int | None = None
+    finalizers_dead_lettered: int = 1
 
 
 class WeftAlarms(Construct):
@@ -174,6 +178,15 @@ class WeftAlarms(Construct):
             else 2 * rate_seconds + 30,
             "Timers fire late: maintenance passes are slow or fall behind (see its duration "
             "and the TimersFired metric).",
+        )
+        self._add(
+            "FinalizersDeadLettered",
+            both_handlers("FinalizersDeadLettered"),
+            threshold=t.finalizers_dead_lettered,
+            comparison=_AT_LEAST,
+            missing=cloudwatch.TreatMissingData.NOT_BREACHING,  # emitted only when one happens
+            description="A finalizer (ctx.on_cancel cleanup) exhausted its retries and was "
+            "dead-lettered: its cleanup never ran. Engine.list_dead_letters() lists them.",
         )
         for alarm in self.alarms.values():
             alarm.add_alarm_action(actions.SnsAction(topic))

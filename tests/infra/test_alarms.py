@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 
 from weft_serverless.aws import maintenance as maintenance_module
-from weft_serverless.aws.metrics import CORE_COUNTERS, HANDLER_DIMENSION
+from weft_serverless.aws.metrics import CORE_COUNTERS, HANDLER_DIMENSION, metric_name
 
 if TYPE_CHECKING:
     from conftest import Synth, Synthesis
@@ -38,6 +38,7 @@ class Alarm(NamedTuple):
     threshold: int
     below: bool = False  # "fires when under the threshold", and missing data counts as under
     summed: bool = False  # the sum of the api and maintenance handlers' series
+    at_once: bool = False  # fires on the first bad period (1 of 1), not M of N
 
 
 class Variant(NamedTuple):
@@ -55,7 +56,7 @@ VARIANTS = {
         300,
         (3, 2),
         {"api": 5, "5xx": 5, "throttles": 5, "maintenance": 2, "dlq": 1}
-        | {"failed": 5, "lost": 5, "late": 150},  # late: twice the 1-minute rate plus 30 s
+        | {"failed": 5, "lost": 5, "late": 150, "dead": 1},  # late: 2 x the 1-min rate + 30 s
         "Weft",
         "weft",
     ),
@@ -65,7 +66,7 @@ VARIANTS = {
         1200,
         (4, 3),
         {"api": 5, "5xx": 6, "throttles": 7, "maintenance": 2, "dlq": 3}
-        | {"failed": 8, "lost": 9, "late": 900},
+        | {"failed": 8, "lost": 9, "late": 900, "dead": 2},
         "Shop",
         "shop",
     ),
@@ -74,7 +75,7 @@ VARIANTS = {
         300,
         (3, 2),
         {"api": 5, "5xx": 5, "throttles": 5, "maintenance": 2, "dlq": 1}
-        | {"failed": 5, "lost": 5, "late": 150},
+        | {"failed": 5, "lost": 5, "late": 150, "dead": 1},
         "Weft",
         "weft",
     ),
@@ -120,6 +121,16 @@ def _alarms(synth: Synth, v: Variant) -> dict[str, Alarm]:
         ),
         "LostCommits": Alarm("LostCommits", ns, [], "Sum", period, limits["lost"], summed=True),
         "TimerLateness": Alarm("TimerLatenessMax", ns, engine, "Maximum", period, limits["late"]),
+        "FinalizersDeadLettered": Alarm(
+            "FinalizersDeadLettered",
+            ns,
+            [],
+            "Sum",
+            period,
+            limits["dead"],
+            summed=True,
+            at_once=True,
+        ),
     }
 
 
@@ -163,7 +174,7 @@ def test_alarms(synthesis: Synthesis, variant: str) -> None:
     for alarm_id, alarm in expected.items():
         props = dict(synth.props(synth.weft.alarms[alarm_id]))
         assert len(props.pop("AlarmDescription")) >= 30, alarm_id
-        evaluation, datapoints = (1, 1) if alarm.below else v.evaluation
+        evaluation, datapoints = (1, 1) if alarm.below or alarm.at_once else v.evaluation
         wanted: dict[str, Any] = {
             "AlarmActions": [topic],
             "ComparisonOperator": "LessThanThreshold"
@@ -192,6 +203,9 @@ def test_engine_alarms_watch_metrics_the_runtime_emits() -> None:
     assert {"WorkflowsFailed", "LostCommits"} <= emitted
     source = Path(maintenance_module.__file__).read_text(encoding="utf-8")
     assert 'observe_max("TimerLatenessMax"' in source
+    # the engine's counter, in EMF under its CamelCase name (tests/aws/test_aws_tracing.py
+    # proves a dead-lettered finalizer emits it)
+    assert metric_name("finalizers_dead_lettered") == "FinalizersDeadLettered"
 
 
 def test_a_topic_is_created_when_none_is_given_and_mail_subscribes_to_it(

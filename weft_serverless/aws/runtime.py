@@ -72,9 +72,9 @@ def build_engine(
     Anything not passed comes from the environment: storage from ``WEFT_TABLE_NAME`` (and
     ``WEFT_DYNAMODB_ENDPOINT``, ``WEFT_OFFLOAD_BUCKET``), workflows from
     ``WEFT_WORKFLOWS_MODULE`` (with its optional ``services`` factory, built lazily once per
-    container), ownership from ``WEFT_OWNERSHIP`` (default workflow-lease), the events
-    sink from ``WEFT_EVENT_BUS`` (every function writes the outbox; only the maintenance
-    function publishes, so only it needs ``events:PutEvents``).
+    container, and its optional ``tracer``), ownership from ``WEFT_OWNERSHIP`` (default
+    workflow-lease), the events sink from ``WEFT_EVENT_BUS`` (every function writes the
+    outbox; only the maintenance function publishes, so only it needs ``events:PutEvents``).
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
@@ -82,6 +82,8 @@ def build_engine(
         module_name = env.get(WORKFLOWS_MODULE_ENV, "")
         workflows = load_workflows(module_name)
         options.setdefault("services", load_services(module_name))
+        # its optional ``tracer``: powertools' Tracer() or an OpenTelemetry tracer
+        options.setdefault("tracer", getattr(importlib.import_module(module_name), "tracer", None))
     if storage is None:
         from weft_serverless.storage.dynamodb import DynamoDBStorage
 

@@ -12,7 +12,7 @@ import datetime
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
@@ -32,6 +32,9 @@ from .activity_threads import MAX_PARALLEL_LIMIT
 from .ownership import Timing
 from .records import STATUSES, TERMINAL
 from .services import ServiceFactory
+
+if TYPE_CHECKING:
+    from .tracing import Tracing
 
 __all__ = [
     "DEFAULT_MAX_CLOCK_SKEW",
@@ -107,6 +110,16 @@ def check_event_sink(sink: object) -> EventSink | None:
         f"events must be an event sink such as EventBridgeSink('my-bus'), got {sink!r}",
         "events",
     )
+
+
+def check_tracer(tracer: object) -> Tracing | None:
+    """The engine's view of ``tracer`` (``tracing.adapt``); the tracing module, and any
+    tracing library, is imported only when one is given."""
+    if tracer is None:
+        return None
+    from .tracing import adapt
+
+    return adapt(tracer)
 
 
 def check_engine_options(

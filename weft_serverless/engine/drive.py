@@ -59,6 +59,10 @@ def retry_lost_commits(workflow_id: str, kind: str, attempt: Callable[[str], T])
         try:
             return attempt(kind)
         except LostCommit:
-            logger.info("workflow %s: another writer committed first; re-reading", workflow_id)
+            logger.info(
+                "workflow %s: another writer committed first; re-reading",
+                workflow_id,
+                extra={"workflow_id": workflow_id},
+            )
             kind = "retry"
     raise KeptLosing(workflow_id)

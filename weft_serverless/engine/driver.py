@@ -38,6 +38,7 @@ from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
 from .runtime import Runtime, logger
 from .steps.runner import StepRunner
+from .telemetry import RunFields, run_fields
 
 # What a drive reports: a workflow status, or an ownership verdict when it did not drive.
 RETAIN = "retain"
@@ -72,22 +73,28 @@ def drive(
     first park point and applies the update there.
     """
     request = request or DriveRequest()
-    while True:
-        status = _drive_once(rt, workflow_id, enqueue, request)
-        if status != _CONTINUED:
-            return status
-        if request.update is None:
-            enqueue(workflow_id)
-            return RUNNING
+    with run_fields(workflow_id) as fields:
+        while True:
+            status = _drive_once(rt, workflow_id, enqueue, request, fields)
+            if status != _CONTINUED:
+                return status
+            if request.update is None:
+                enqueue(workflow_id)
+                return RUNNING
 
 
 def _drive_once(
-    rt: Runtime, workflow_id: str, enqueue: Callable[[str], None], request: DriveRequest
+    rt: Runtime,
+    workflow_id: str,
+    enqueue: Callable[[str], None],
+    request: DriveRequest,
+    fields: RunFields,
 ) -> str | None:
     history = load_history(rt.storage, workflow_id)
     if history is None or (history.state.status != RUNNING and not request.read_only):
         _drop_parked(rt, workflow_id)
         return None if history is None else history.state.status
+    fields.workflow_type = history.state.type
     if not request.read_only:
         rt.fence.confirm_history(workflow_id, history.owner_epoch)
         continuation.forget_earlier_runs(rt, history)
@@ -107,6 +114,28 @@ def _drive_once(
         return _fail(rt, history, error)
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
     runner.awaiting = request.awaiting
+    fields.step = lambda: keys.describe_slot(runner.slot) if runner.slot else None
+    if rt.tracer is None or request.read_only:
+        return _advance(rt, history, definition, runner, request)
+    from .tracing import traceparent_of  # only with a tracer: no import cost without one
+
+    state = history.state
+    return rt.tracer.drive(
+        workflow_id,
+        traceparent_of(state.extra, workflow_id, state.created_at),
+        {"weft.workflow_id": workflow_id, "weft.workflow_type": state.type, "weft.run": state.run},
+        lambda: _advance(rt, history, definition, runner, request),
+    )
+
+
+def _advance(
+    rt: Runtime,
+    history: History,
+    definition: WorkflowDefinition,
+    runner: StepRunner,
+    request: DriveRequest,
+) -> str | None:
+    workflow_id = history.state.id
     warm = None if request.read_only else _warm(rt, history, definition)
     if warm is not None:
         request.ctx = warm.ctx

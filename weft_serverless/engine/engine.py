@@ -64,6 +64,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads):
         max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
         services: Callable[[], Mapping[str, Any]] | None = None,
         events: EventSink | None = None,
+        tracer: Any = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -86,6 +87,7 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads):
             max_parallel_activities=config.check_parallel_activities(max_parallel_activities),
             services=config.check_services(services, workflows),
             events=config.check_event_sink(events),
+            tracer=config.check_tracer(tracer),
         )
         rt.fence.bootstrap()
         engine = cls(rt)

@@ -52,6 +52,8 @@ def new_state(
         extra["start_at"] = start_at
     if execution_timeout is not None:
         extra["deadline"] = max(now, start_at or now) + execution_timeout
+    if rt.tracer is not None:  # the run's trace, carried across invocations (tracing.py)
+        extra["trace"] = rt.tracer.new_traceparent()
     state = WorkflowState(
         id=workflow_id,
         type=workflow_type,

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import PayloadTooLargeError
@@ -39,6 +39,9 @@ from .parked_runs import ParkedRuns
 from .running_attempts import RunningAttempts
 from .services import ServiceFactory, Services
 from .telemetry import Metrics, logger
+
+if TYPE_CHECKING:  # tracing is imported only when a tracer is given (cold starts)
+    from .tracing import Tracing
 
 BackgroundTasks = Literal["manual", "automatic"]
 
@@ -195,6 +198,8 @@ class Runtime:
     services: Services = field(default_factory=Services)
     # Where terminal and failure events are published (None: no outbox is written).
     events: EventSink | None = None
+    # Spans for drives and attempts (None: no tracer, no tracing code runs; tracing.py).
+    tracer: Tracing | None = None
 
     @property
     def closed(self) -> bool:
@@ -254,6 +259,7 @@ def assemble(
     max_parallel_activities: int = DEFAULT_MAX_PARALLEL,
     services: ServiceFactory | None = None,
     events: EventSink | None = None,
+    tracer: Tracing | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -291,6 +297,7 @@ def assemble(
         activity_threads=ActivityThreads(max(1, max_parallel_activities)),
         services=Services(services, metrics),
         events=events,
+        tracer=tracer,
     )
 
 

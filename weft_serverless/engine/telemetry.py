@@ -5,13 +5,68 @@ The lowest floor of the engine: every module may import it, it imports no engine
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from weft_serverless.errors import WeftError
 
 logger = logging.getLogger("weft_serverless.engine")
+
+
+class RunFields:
+    """The run a drive is driving, for its log lines: the drive fills the type once the
+    run is read, and ``step`` is read only when a line is written (nothing per step)."""
+
+    __slots__ = ("step", "workflow_id", "workflow_type")
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        self.workflow_type: str | None = None
+        self.step: Callable[[], str | None] | None = None
+
+
+_current_run: contextvars.ContextVar[RunFields | None] = contextvars.ContextVar(
+    "weft_current_run", default=None
+)
+
+
+@contextmanager
+def run_fields(workflow_id: str) -> Iterator[RunFields]:
+    """Log lines written on this thread inside the block carry the run's fields."""
+    fields = RunFields(workflow_id)
+    token = _current_run.set(fields)
+    try:
+        yield fields
+    finally:
+        _current_run.reset(token)
+
+
+class _AddRunFields(logging.Filter):
+    """Adds ``workflow_id``, ``workflow_type`` and ``step`` to each record written inside a
+    drive, as record attributes: structured fields for any JSON formatter (powertools'
+    Logger prints them as keys). A field the call site passed in ``extra`` is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = _current_run.get()
+        if fields is None:
+            return True
+        attrs = record.__dict__
+        attrs.setdefault("workflow_id", fields.workflow_id)
+        if fields.workflow_type is not None:
+            attrs.setdefault("workflow_type", fields.workflow_type)
+        step = fields.step() if fields.step is not None else None
+        if step is not None:
+            attrs.setdefault("step", step)
+        return True
+
+
+_ADD_RUN_FIELDS = _AddRunFields()
+logger.addFilter(_ADD_RUN_FIELDS)
+logging.getLogger("weft_serverless.workflow").addFilter(_ADD_RUN_FIELDS)  # ctx.logger's lines
 
 
 @dataclass(slots=True)

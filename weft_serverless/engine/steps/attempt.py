@@ -21,6 +21,7 @@ from weft_serverless.codec import decode
 from weft_serverless.commands import Run
 from weft_serverless.errors import CodecError, PayloadTooLargeError
 from weft_serverless.errors_activity import TimeoutKind
+from weft_serverless.storage import keys
 from weft_serverless.workflow import ActivityDefinition
 
 from ..records import cut_message
@@ -94,6 +95,7 @@ class Attempt:
         self.budget_end = budget_end  # engine time when schedule_to_close runs out
         self.future: Future[Any] | Ran = _NOT_STARTED
         self.job: Job | None = None
+        self.span: Any = None  # its trace span, when the engine has a tracer
 
     def beaten(self, now: float) -> None:
         """A heartbeat arrived: the heartbeat timeout counts from here."""
@@ -144,6 +146,8 @@ def start(
     and ``wait_for_place`` is False."""
     rt.metrics.activity_attempts += 1
     rt.attempts.add(attempt.context)
+    if rt.tracer is not None and (inline or activity.is_async):
+        _open_span(rt, attempt)
     args = (decode(encoded_input),) if activity.takes_input else ()
     context = attempt.context
     if activity.is_async:
@@ -172,7 +176,31 @@ def start(
         rt.attempts.discard(context)
         return False
     attempt.job, attempt.future = job, job.future
+    if rt.tracer is not None:
+        _open_span(rt, attempt)
     return True
+
+
+def _open_span(rt: Runtime, attempt: Attempt) -> None:
+    """The attempt's span, a child of its drive's span whichever thread the attempt runs on."""
+    assert rt.tracer is not None
+    context = attempt.context
+    attempt.span = rt.tracer.attempt_started(
+        context.workflow_id,
+        f"weft activity {context.activity}",
+        {
+            "weft.workflow_id": context.workflow_id,
+            "weft.activity": context.activity,
+            "weft.step": keys.describe_slot(context.slot),
+            "weft.attempt": context.attempt,
+        },
+    )
+
+
+def _close_span(rt: Runtime, attempt: Attempt, outcome: str, error_type: str = "") -> None:
+    if attempt.span is not None and rt.tracer is not None:
+        rt.tracer.attempt_ended(attempt.span, outcome, error_type)
+        attempt.span = None
 
 
 async def _run_async(
@@ -182,8 +210,9 @@ async def _run_async(
     return await activity.fn(*args)
 
 
-def give_up(rt: Runtime, attempt: Attempt) -> None:
+def give_up(rt: Runtime, attempt: Attempt, outcome: str = CANCELLED) -> None:
     """Stop waiting for ``attempt``: tell it to stop, and free its place for another."""
+    _close_span(rt, attempt, outcome, "ActivityTimeoutError" if outcome == "timed-out" else "")
     attempt.context.cancel_event.set()
     attempt.future.cancel()  # an async attempt's task gets asyncio cancellation
     if attempt.job is not None:
@@ -193,6 +222,13 @@ def give_up(rt: Runtime, attempt: Attempt) -> None:
 
 def result_of(rt: Runtime, attempt: Attempt) -> AttemptResult:
     """What a finished attempt gave back, as the step records it."""
+    result = _result(rt, attempt)
+    if attempt.span is not None:
+        _close_span(rt, attempt, "completed" if result.ok else "failed", result.error_type)
+    return result
+
+
+def _result(rt: Runtime, attempt: Attempt) -> AttemptResult:
     rt.attempts.discard(attempt.context)
     cmd, context = attempt.cmd, attempt.context
     try:
@@ -266,7 +302,7 @@ def watch(
             elif out_of_time:
                 verdict = OUT_OF_TIME
             if verdict is not None:
-                give_up(rt, attempt)
+                give_up(rt, attempt, verdict if isinstance(verdict, str) else "timed-out")
                 ended.append((attempt, verdict))
         if ended or (until is not None and until()):
             return ended

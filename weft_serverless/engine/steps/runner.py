@@ -69,7 +69,7 @@ class StepRunner(StepScope):
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
         history_limit.check(self.history, self.definition)
         self.check_parked_signature(cmd, slot)
-        self.signature = cmd.signature()
+        self.signature, self.slot = cmd.signature(), slot
         handler = lookup(HANDLERS, cmd)
         if handler is None:
             raise TypeError(f"unknown command {cmd!r}")

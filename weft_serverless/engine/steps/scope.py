@@ -47,6 +47,7 @@ class StepScope(ABC):
         self.enqueue = enqueue
         self.awaiting: set[str] = set()
         self.signature = ""  # of the command being advanced: parked records carry it
+        self.slot = ""  # of the step being advanced: log lines name it (telemetry.RunFields)
 
     @abstractmethod
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
