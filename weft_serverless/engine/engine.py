@@ -20,6 +20,7 @@ from weft_serverless.workflow import WorkflowDefinition
 from . import config, handle, interactions, lifecycle, listing, signals, starts
 from .activity_moves import ActivityMoves
 from .activity_threads import DEFAULT_MAX_PARALLEL
+from .bulk_moves import BulkMoves
 from .config import Duration, check_id
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from .invocation import invocation_scope
@@ -32,7 +33,7 @@ from .schedule_moves import ScheduleMoves
 from .session import Session
 
 
-class Engine(OperatorMoves, ScheduleMoves, ActivityMoves):
+class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, BulkMoves):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:

@@ -364,3 +364,21 @@ def dead_letter_key(workflow_id: str, created_at: float, first_step: int, positi
         DEAD_LETTER_PARTITION,
         f"{enc(workflow_id)}#{ms(created_at):016d}#{step_slot(first_step)}#{counter(position, 4)}",
     )
+
+
+# -- bulk operations (ADR 0031) --------------------------------------------------------------
+
+BULK_PARTITION = "bulk"
+"""One record per bulk operation (its filter, cursor, counts and audit fields), sorted by id
+(ids start with the creation time), in one partition: listing them is one range read, and
+they live apart from the runs they acted on, so a purge of those runs keeps them."""
+
+
+def bulk_key(operation_id: str) -> Key:
+    return Key(BULK_PARTITION, enc(operation_id))
+
+
+def bulk_run_key(operation_id: str, workflow_id: str) -> Key:
+    """Marks a run an operation retried, written in the retry's batch: a resumed operation
+    that meets the run failed again does not retry it twice."""
+    return Key("bulkrun#" + enc(operation_id), enc(workflow_id))
