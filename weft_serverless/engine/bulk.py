@@ -154,8 +154,10 @@ def advance(
         after_page()
         stopping = cursor is not None and stop()
         saved = _save(rt, key, current, record, cursor, stopping)
-        if saved is None or saved["status"] == COMPLETED or stopping:
-            return _describe(saved if saved is not None else record)
+        if saved is None:  # another worker advanced it: report what is stored
+            return describe(rt, operation_id)
+        if saved["status"] == COMPLETED or stopping:
+            return _describe(saved)
 
 
 def _act(rt: Runtime, record: dict[str, Any], workflow_id: str, woken: Woken) -> tuple[str, str]:
