@@ -343,3 +343,35 @@ def test_the_audit_record_says_who_when_what_and_outlives_a_purge(
     }
     assert (two.actor, two.done, two.filters) == ("alice", 1, {"status": "running"})
     assert te.describe_bulk(first.id) == first
+
+
+def test_maintenance_continues_within_the_invocation_budget(storage_factory: Opener) -> None:
+    """A pass low on invocation time continues an abandoned operation by one page only and
+    leaves its timer due; the next pass finishes it."""
+    calls, broken = Calls(), [False]
+    te, crashing = crashable_engine(storage_factory, _workflows(calls, broken))
+    ids = _start(te, "collect", 6)
+    token = _preview(te.cancel_all(status="running", dry_run=True)).token
+    crashing.arm(puts_state("collect-1"), after=True)
+    with expect_crash():
+        te.cancel_all(status="running", confirm=token, page_size=2)
+    recover_fresh(te, storage_factory)
+    with te.engine.invocation(time_left=lambda: 0.5):
+        te.advance(GRACE + 1)
+    [op] = te.list_bulk_operations()
+    assert (op.status, op.done) == ("running", 2)  # the runs of its first page after the crash
+    assert sum(te.describe(w).status == "cancelled" for w in ids) == 4
+    te.advance(0.001)
+    assert te.list_bulk_operations()[0].status == "completed"
+    assert {te.describe(w).status for w in ids} == {"cancelled"}
+
+
+@pytest.mark.parametrize("ownership", ["lease", "workflow-lease"])
+def test_bulk_operations_under_the_fenced_modes(storage_factory: Opener, ownership: str) -> None:
+    te, _, _ = _engine(storage_factory, ownership=ownership)
+    ids = _start(te, "collect", 3)
+    token = _preview(te.signal_all("msg", "bulk", dry_run=True)).token
+    assert _operation(te.signal_all("msg", "bulk", confirm=token, page_size=2)).done == 3
+    token = _preview(te.cancel_all(dry_run=True)).token
+    assert _operation(te.cancel_all(confirm=token, page_size=2)).done == 3
+    assert {te.describe(w).status for w in ids} == {"cancelled"}
