@@ -36,6 +36,7 @@ from weft_serverless import (
     WorkflowDefinition,
     workflow,
 )
+from weft_serverless.engine import bulk, bulk_request
 from weft_serverless.engine.bulk import GRACE
 from weft_serverless.engine.bulk_request import TOKEN_TTL
 from weft_serverless.testing import TestEngine
@@ -375,3 +376,33 @@ def test_bulk_operations_under_the_fenced_modes(storage_factory: Opener, ownersh
     token = _preview(te.cancel_all(dry_run=True)).token
     assert _operation(te.cancel_all(confirm=token, page_size=2)).done == 3
     assert {te.describe(w).status for w in ids} == {"cancelled"}
+
+
+def test_a_worker_overtaken_by_another_stops_and_acts_on_no_run_twice(
+    storage_factory: Opener,
+) -> None:
+    """Two workers on one operation (a slow inline call, and maintenance or a resume on
+    another engine): the one whose page write loses stops and reports the stored record;
+    no run gets the signal twice."""
+    te, _, _ = _engine(storage_factory)
+    other, _, _ = _engine(storage_factory, clock=te.clock)
+    ids = _start(te, "collect", 5)
+    token = _preview(te.signal_all("msg", "bulk", dry_run=True)).token
+    request = bulk_request.build(te.runtime, "signal", {}, "msg", "bulk")
+    bulk_request.check_token(te.runtime, request, token)
+    operation_id = bulk.create(
+        te.runtime, request, actor="a", caller=None, reason=None, page_size=2
+    )
+    overtaken: list[BulkOperation] = []
+
+    def after_first_page() -> None:
+        if not overtaken:  # the other worker runs the whole operation meanwhile
+            overtaken.append(other.resume_bulk(operation_id))
+
+    stale = bulk.advance(te.runtime, operation_id, lambda: False, lambda _: None, after_first_page)
+    [finished] = overtaken
+    assert finished.status == "completed" and stale == finished
+    assert (finished.done, finished.skipped) == (3, 2)  # the first page was the stale one's
+    for workflow_id in ids:
+        te.signal(workflow_id, "msg", "own")
+        assert te.describe(workflow_id).result == ["bulk", "own"]
