@@ -51,9 +51,9 @@ class BulkOperation:
     """A bulk operation as stored, which is also its audit record: who asked (``actor``,
     and ``caller``, the API caller's identity when it came through the HTTP API), when, what
     (``kind``, ``filters``, ``signal``), how far it got (``cursor`` None once completed) and
-    what it did: ``done`` runs acted on, ``skipped`` runs matched but already moved (ended,
-    no longer failed, signalled by this operation before), ``failed`` runs it could not act
-    on (``errors`` names the first ones)."""
+    what it did: ``done`` runs acted on (counted once even when a crash repeated their
+    page), ``skipped`` runs matched but already moved (ended, no longer failed), ``failed``
+    runs it could not act on (``errors`` names the first ones)."""
 
     id: str
     kind: str
@@ -174,11 +174,12 @@ def _act(rt: Runtime, record: dict[str, Any], workflow_id: str, woken: Woken) ->
             payload = decode(record["payload"])
             signal_id = f"bulk-{record['id']}"
             if not signals.deliver(rt, workflow_id, record["name"], payload, signal_id):
-                return "skipped", ""
+                return "done", ""  # delivered by this operation, on a page not saved then
         elif kind == RETRY:
             marker = keys.bulk_run_key(record["id"], workflow_id)
             if not control.retry_failed(rt, workflow_id, once=marker):
-                return "skipped", ""
+                # Its marker: retried by this operation on a page not saved then.
+                return ("skipped" if rt.storage.get(marker) is None else "done"), ""
         woken(workflow_id)
         return "done", ""
     except (WorkflowNotFoundError, WorkflowNotRunningError):
