@@ -3,7 +3,12 @@ run, the confirmed call, the audit record with the API caller's identity, and th
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from aws_support import Api, reply_of, rest_event
+
+from weft_serverless.aws.caller import caller_of
 
 CALLER = "arn:aws:iam::123456789012:user/ops-alice"
 
@@ -67,3 +72,23 @@ def test_cancel_and_retry_routes_and_their_errors(api: Api) -> None:
 
     missing = api("GET", "/bulk/nope")
     assert (missing.status, missing.code) == (404, "BulkOperationNotFoundError")
+
+
+@pytest.mark.parametrize(
+    ("context", "caller"),
+    [
+        ({"identity": {"userArn": CALLER, "caller": "AIDA"}}, CALLER),  # REST API, IAM
+        ({"authorizer": {"iam": {"userArn": CALLER}}}, CALLER),  # HTTP API or URL, IAM
+        ({"authorizer": {"jwt": {"claims": {"sub": "user-7"}}}}, "user-7"),  # HTTP API, JWT
+        ({"authorizer": {"claims": {"sub": "user-8"}}}, "user-8"),  # REST API, Cognito
+        ({"authorizer": {"principalId": "svc-9"}}, "svc-9"),  # REST Lambda authoriser
+        ({"authorizer": {"lambda": {"principalId": "svc-10"}}}, "svc-10"),  # HTTP Lambda
+        ({"identity": {"userArn": None, "sourceIp": "1.2.3.4"}}, None),  # anonymous
+        ({}, None),
+    ],
+)
+def test_the_caller_is_read_from_each_front_doors_request_context(
+    context: dict[str, Any], caller: str | None
+) -> None:
+    assert caller_of({"requestContext": context}) == caller
+    assert caller_of({}) is None
