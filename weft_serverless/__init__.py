@@ -17,6 +17,8 @@ from weft_serverless.concurrency import (
     WorkflowConcurrencyLimitExceededError,
 )
 from weft_serverless.context import WorkflowContext
+from weft_serverless.engine.bulk import BulkOperation
+from weft_serverless.engine.bulk_request import BulkPreview
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from weft_serverless.engine.inspection import (
@@ -78,6 +80,7 @@ from weft_serverless.errors_activity import (
     ActivityTimedOutError,
     ActivityTimeoutError,
 )
+from weft_serverless.errors_bulk import BulkConfirmationError, BulkOperationNotFoundError
 from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.errors_services import (
@@ -110,6 +113,10 @@ __all__ = [
     "ActivityTimedOutError",
     "ActivityTimeoutError",
     "ActivityTokenNotFoundError",
+    "BulkConfirmationError",
+    "BulkOperation",
+    "BulkOperationNotFoundError",
+    "BulkPreview",
     "ChildWorkflowFailedError",
     "ClockSkewDetected",
     "CodecError",

@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_dev(subcommands)
     _add_operator(subcommands)
     _add_schedules(subcommands)
+    _add_bulk(subcommands)
     return parser
 
 
@@ -113,6 +114,12 @@ def _add_schedules(subcommands: argparse._SubParsersAction[argparse.ArgumentPars
     from weft_serverless.cli_commands import schedules
 
     schedules.add(subcommands)
+
+
+def _add_bulk(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import bulk
+
+    bulk.add(subcommands)
 
 
 # -- weft demo ---------------------------------------------------------------------------------

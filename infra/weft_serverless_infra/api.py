@@ -18,7 +18,8 @@ CLOUDWATCH_ROLE_POLICY = (
 
 
 class WeftApi(Construct):
-    """``ANY /workflows``, ``ANY /workflows/{proxy+}`` and ``ANY /activities/{proxy+}``.
+    """``ANY /workflows``, ``ANY /workflows/{proxy+}``, ``ANY /activities/{proxy+}``,
+    ``ANY /bulk`` and ``ANY /bulk/{proxy+}``.
 
     Routing stays in the handler (powertools ``APIGatewayRestResolver``), so API Gateway only
     authenticates (SigV4), checks required parameters, logs and forwards.
@@ -84,7 +85,9 @@ class WeftApi(Construct):
         )
         workflows = self.rest_api.root.add_resource("workflows")
         workflows.add_method("ANY", request_validator=validator)
-        for parent in (workflows, self.rest_api.root.add_resource("activities")):
+        bulk = self.rest_api.root.add_resource("bulk")  # bulk operations (ADR 0031)
+        bulk.add_method("ANY", request_validator=validator)
+        for parent in (workflows, self.rest_api.root.add_resource("activities"), bulk):
             parent.add_resource("{proxy+}").add_method(
                 "ANY", request_validator=validator, request_parameters={PROXY_PARAMETER: True}
             )

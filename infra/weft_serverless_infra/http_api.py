@@ -17,7 +17,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-ROUTE_PATHS = ("/workflows", "/workflows/{proxy+}", "/activities/{proxy+}")
+ROUTE_PATHS = (
+    "/workflows",
+    "/workflows/{proxy+}",
+    "/activities/{proxy+}",
+    "/bulk",
+    "/bulk/{proxy+}",
+)
 """The same resources as the REST API; routing below them stays in the handler."""
 
 ACCESS_LOG_FORMAT = {
@@ -36,8 +42,8 @@ ACCESS_LOG_FORMAT = {
 
 
 class WeftHttpApi(Construct):
-    """``ANY /workflows``, ``ANY /workflows/{proxy+}`` and ``ANY /activities/{proxy+}``,
-    every route with IAM (SigV4) authorization.
+    """``ANY /workflows``, ``ANY /workflows/{proxy+}``, ``ANY /activities/{proxy+}``,
+    ``ANY /bulk`` and ``ANY /bulk/{proxy+}``, every route with IAM (SigV4) authorization.
 
     Attributes:
         http_api: The HTTP API.

@@ -62,6 +62,8 @@ def test_every_method_requires_iam_and_validation(synthesis: Synthesis, variant:
     paths = _method_paths(synth)
     assert sorted(paths.values()) == [
         "ANY /activities/{proxy+}",
+        "ANY /bulk",
+        "ANY /bulk/{proxy+}",
         "ANY /workflows",
         "ANY /workflows/{proxy+}",
     ]
@@ -106,7 +108,13 @@ def test_api_gateway_may_invoke_only_its_routes(synthesis: Synthesis, variant: s
     ]
     assert all(p["FunctionName"] == api_function for p in invokes)
     suffixes = sorted(p["SourceArn"]["Fn::Join"][1][-1] for p in invokes)
-    assert suffixes == ["/*/activities/*", "/*/workflows", "/*/workflows/*"]
+    assert suffixes == [
+        "/*/activities/*",
+        "/*/bulk",
+        "/*/bulk/*",
+        "/*/workflows",
+        "/*/workflows/*",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -209,6 +217,8 @@ def test_http_api_routes_require_iam_and_reach_the_api_function(synthesis: Synth
     routes = synth.of_type("AWS::ApiGatewayV2::Route").values()
     assert sorted(r["Properties"]["RouteKey"] for r in routes) == [
         "ANY /activities/{proxy+}",
+        "ANY /bulk",
+        "ANY /bulk/{proxy+}",
         "ANY /workflows",
         "ANY /workflows/{proxy+}",
     ]

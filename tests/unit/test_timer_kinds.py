@@ -25,6 +25,7 @@ PERSISTED = {
     "schedule": "schedule",
     "concurrency-admit": "q",
     "teardown": "teardown",
+    "bulk": "bulk",
 }
 
 

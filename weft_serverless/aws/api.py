@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from weft_serverless import MAX_WORKFLOW_ID_BYTES, Engine
 
 from . import operations
+from .caller import caller_of
 from .context import LambdaContext
 from .logs import get_logger
 from .operations import Reply, Request
@@ -201,6 +202,7 @@ def _view(
                 reserve=reserve,
                 sleep=sleep,
                 monotonic=monotonic,
+                caller=caller_of(state.event),
             )
             status, payload = implementation(request)
         except Exception as exc:

@@ -209,6 +209,47 @@ COMPONENTS: dict[str, Schema] = {
             },
         }
     ),
+    "BulkPreview": _obj(
+        {
+            "kind": {"type": "string", "enum": ["cancel", "signal", "retry"]},
+            "count": {"type": "integer", "description": "Runs matching now."},
+            "token": {"type": "string", "description": "Pass as confirm to the real call."},
+            "expires_at": {"type": "number", "description": "The token's expiry, epoch s."},
+            "filter": {"type": "object"},
+        },
+        required=["kind", "count", "token", "expires_at", "filter"],
+    ),
+    "BulkOperation": _obj(
+        {
+            "id": {"type": "string"},
+            "kind": {"type": "string", "enum": ["cancel", "signal", "retry"]},
+            "status": {"type": "string", "enum": ["running", "completed"]},
+            "filter": {"type": "object"},
+            "actor": {"type": "string"},
+            "caller": NULLABLE_STRING,
+            "reason": NULLABLE_STRING,
+            "created_at": {"type": "number"},
+            "updated_at": {"type": "number"},
+            "finished_at": {"type": ["number", "null"]},
+            "done": {"type": "integer"},
+            "skipped": {"type": "integer"},
+            "failed": {"type": "integer"},
+            "matched": {"type": "integer"},
+            "signal": NULLABLE_STRING,
+            "cursor": NULLABLE_STRING,
+            "errors": {"type": "array", "items": {"type": "object"}},
+        },
+        required=["id", "kind", "status", "filter", "actor", "done", "skipped", "failed"],
+    ),
+    "BulkResult": {
+        "oneOf": [
+            {"$ref": "#/components/schemas/BulkPreview"},
+            {"$ref": "#/components/schemas/BulkOperation"},
+        ]
+    },
+    "BulkPage": _obj(
+        {"items": {"type": "array", "items": {"$ref": "#/components/schemas/BulkOperation"}}}
+    ),
     "ScheduleBackfilled": _obj(
         {"id": {"type": "string"}, "workflow_ids": {"type": "array", "items": {"type": "string"}}}
     ),

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless import (
+    BulkOperation,
+    BulkPreview,
     Engine,
     ScheduleDescription,
     WorkflowDescription,
@@ -39,6 +41,7 @@ class Request:
     reserve: float
     sleep: Callable[[float], None]
     monotonic: Callable[[], float]
+    caller: str | None = None  # the authenticated caller, for audit records
 
     @property
     def workflow_id(self) -> str:
@@ -317,3 +320,54 @@ def _start_at(value: float | str | None) -> float | datetime.datetime | None:
     except ValueError:
         raise bad_request("start_at", f"{value!r} is not an ISO 8601 time") from None
     return moment  # a missing time zone is refused by the engine, naming start_at
+
+
+# -- bulk operations -------------------------------------------------------------------------
+
+
+def bulk_json(result: BulkPreview | BulkOperation) -> dict[str, Any]:
+    """A dry run (``BulkPreview``) or an operation's record (``BulkOperation``)."""
+    if isinstance(result, BulkPreview):
+        return {
+            "kind": result.kind,
+            "count": result.count,
+            "token": result.token,
+            "expires_at": result.expires_at,
+            "filter": result.filters,
+        }
+    fields = result.as_dict()
+    fields["filter"] = fields.pop("filters")
+    return fields
+
+
+def _bulk_options(request: Request) -> dict[str, Any]:
+    body = request.body
+    filters = body.get("filter") or {}
+    if not isinstance(filters, dict):
+        raise bad_request("filter", "must be an object of list filters")
+    options = {
+        name: body[name] for name in ("dry_run", "confirm", "reason", "page_size") if name in body
+    }
+    return {**filters, **options, "caller": request.caller}
+
+
+def bulk_cancel(request: Request) -> Reply:
+    return 200, bulk_json(request.engine.cancel_all(**_bulk_options(request)))
+
+
+def bulk_signal(request: Request) -> Reply:
+    body = request.body
+    result = request.engine.signal_all(body["name"], body.get("payload"), **_bulk_options(request))
+    return 200, bulk_json(result)
+
+
+def bulk_retry(request: Request) -> Reply:
+    return 200, bulk_json(request.engine.retry_failed_all(**_bulk_options(request)))
+
+
+def list_bulk(request: Request) -> Reply:
+    return 200, {"items": [bulk_json(op) for op in request.engine.list_bulk_operations()]}
+
+
+def describe_bulk(request: Request) -> Reply:
+    return 200, bulk_json(request.engine.describe_bulk(request.params["operation_id"]))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless import (
+    BulkConfirmationError,
+    BulkOperationNotFoundError,
     ScheduleAlreadyExistsError,
     ScheduleNotFoundError,
     WorkflowConcurrencyLimitExceededError,
@@ -54,6 +56,8 @@ ERROR_STATUSES: tuple[tuple[type[WeftError], int, bool], ...] = (
     (WorkflowNotFoundError, 404, False),
     (ScheduleNotFoundError, 404, False),
     (ActivityTokenNotFoundError, 404, False),
+    (BulkOperationNotFoundError, 404, False),
+    (BulkConfirmationError, 409, False),
     (WorkflowAlreadyExistsError, 409, False),
     (ScheduleAlreadyExistsError, 409, False),
     (WorkflowNotRunningError, 409, False),

@@ -79,6 +79,17 @@ _WAIT = Field(
     "Wait up to this long for the workflow to finish (bounded by the invocation's time).",
 )
 _NAME_ERRORS = (400, 404, 409, 413, 500, 503)
+_BULK_FIELDS = (
+    Field(
+        "filter",
+        {"type": "object"},
+        "The runs to act on: the filters of GET /workflows (status, workflow_type, ...).",
+    ),
+    Field("dry_run", {"type": "boolean"}, "Count the matching runs and return a token only."),
+    Field("confirm", {"type": "string", "minLength": 1}, "The token of the dry run."),
+    Field("reason", {"type": "string", "maxLength": 1000}, "Why, for the audit record."),
+    Field("page_size", {"type": "integer", "minimum": 1, "maximum": 1000}, "Runs per page."),
+)
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -294,6 +305,48 @@ ROUTES: tuple[Route, ...] = (
             Field("end", INSTANT, "To (at most now): epoch seconds or ISO 8601 with a zone.", True),
         ),
         errors=(400, 404, 500, 503),
+    ),
+    *(
+        Route(
+            f"bulk_{kind}",
+            "POST",
+            f"/bulk/{kind}",
+            summary,
+            (200,),
+            "BulkResult",
+            body=(*extra, *_BULK_FIELDS),
+            errors=(400, 409, 413, 500, 503),
+            payload_field="payload" if extra else None,
+        )
+        for kind, summary, extra in (
+            ("cancel", "Cancel every run the filter matches (dry run first).", ()),
+            (
+                "signal",
+                "Signal every run the filter matches, once each (dry run first).",
+                (
+                    Field("name", {"type": "string", "minLength": 1}, "Signal name.", True),
+                    Field("payload", ANY, "The signal's payload."),
+                ),
+            ),
+            ("retry", "Retry every failed run the filter matches (dry run first).", ()),
+        )
+    ),
+    Route(
+        "list_bulk",
+        "GET",
+        "/bulk",
+        "Every bulk operation (its audit record), oldest first.",
+        (200,),
+        "BulkPage",
+        errors=(400, 500, 503),
+    ),
+    Route(
+        "describe_bulk",
+        "GET",
+        "/bulk/{operation_id}",
+        "A bulk operation's record: who, when, filter, counts, progress.",
+        (200,),
+        "BulkOperation",
     ),
     Route(
         "complete_activity",

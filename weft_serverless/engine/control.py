@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weft_serverless.codec import decode_record
+from weft_serverless.codec import decode_record, encode
 from weft_serverless.errors import (
     InvalidArgumentError,
     WeftError,
@@ -55,17 +55,22 @@ def _transition(
     extra: Extra | None = None,
     fields: Fields | None = None,
     taking: Callable[[WorkflowState], Fragment] | None = None,
+    once: Key | None = None,
 ) -> tuple[WorkflowState, WorkflowState | None]:
     """CAS the state from an allowed status to ``to_status`` (or the status it picks from the
     state read); returns (before, after or None). ``fields`` gives the new state's extra
     fields; ``taking`` the concurrency slot the move takes (from the new state). Only a
-    move to running claims the run: no engine holds a pending one."""
+    move to running claims the run: no engine holds a pending one. ``once``: a marker key
+    written with the move and required absent, so the move is made at most once per marker
+    (a bulk operation resumed after a crash); a marker found present means no move."""
     for _ in range(_ATTEMPTS):
         current = rt.storage.get(keys.state_key(workflow_id))
         if current is None:
             raise WorkflowNotFoundError(workflow_id)
         state = WorkflowState.from_bytes(current)
         if state.status not in allowed:
+            return state, None
+        if once is not None and rt.storage.get(once) is not None:
             return state, None
         target = to_status if isinstance(to_status, str) else to_status(state)
         new_fields = fields(state) if fields else None
@@ -91,8 +96,11 @@ def _transition(
             Condition(keys.state_key(workflow_id), current),
             *fragment.conditions,
             *no_later,
+            *([] if once is None else [Condition(once, None)]),
         ]
         ops += fragment.ops + (extra(state) if extra else [])
+        if once is not None:
+            ops.append(Put(once, encode({"at": rt.now()})))
         if rt.storage.conditional_batch(conditions, ops):
             if not rotate:
                 rt.fence.claim_landed(workflow_id)
@@ -229,8 +237,9 @@ def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
     return after is not None and after.status == RUNNING
 
 
-def retry_failed(rt: Runtime, workflow_id: str) -> bool:
-    """Failed -> running, forgetting the failed step so it runs again from its last good one."""
+def retry_failed(rt: Runtime, workflow_id: str, once: Key | None = None) -> bool:
+    """Failed -> running, forgetting the failed step so it runs again from its last good one
+    (``once``: at most once per marker key, see ``_transition``)."""
     current = rt.storage.get(keys.state_key(workflow_id))
     if current is None:
         raise WorkflowNotFoundError(workflow_id)
@@ -250,6 +259,7 @@ def retry_failed(rt: Runtime, workflow_id: str) -> bool:
         extra=lambda s: _forget_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
         fields=lambda s: _retry_fields(rt, s),
         taking=_retry_slot,
+        once=once,
     )
     return after is not None
 

@@ -21,6 +21,7 @@ from weft_serverless.workflow import WorkflowDefinition
 from . import config, handle, interactions, lifecycle, listing, signals, starts
 from .activity_moves import ActivityMoves
 from .activity_threads import DEFAULT_MAX_PARALLEL
+from .bulk_moves import BulkMoves
 from .config import Duration, check_id
 from .event_reads import EventReads
 from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
@@ -34,7 +35,7 @@ from .schedule_moves import ScheduleMoves
 from .session import Session
 
 
-class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads):
+class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:

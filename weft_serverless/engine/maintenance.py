@@ -26,7 +26,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, Wor
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import admission, control, outbox, retention, teardown
+from . import admission, bulk, control, outbox, retention, teardown
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -77,7 +77,7 @@ def fire_due_timers(
         if budget.exhausted():
             report.cut_short = True
             break
-        outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers})
+        outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers}, budget)
         if outcome in (RETAIN, BUSY, DEPOSED, "error"):
             # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
@@ -164,9 +164,10 @@ def _write_moves(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
 class _Actions:
     """What timer handlers do (``timers.TimerActions``), carried out on this engine."""
 
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher, budget: Budget) -> None:
         self._rt = rt
         self._dispatcher = dispatcher
+        self._budget = budget
 
     def close_children(self, workflow_id: str) -> None:
         control.close_children(self._rt, workflow_id)
@@ -194,11 +195,22 @@ class _Actions:
     def run_teardown(self, workflow_id: str) -> str:
         return teardown.run(self._rt, workflow_id)
 
+    def continue_bulk(self, operation_id: str) -> None:
+        """Carry an abandoned bulk operation on from its cursor, within this pass's budget
+        and the invocation's; the runs it wakes are driven by their own timers."""
 
-def _fire(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str]) -> str:
+        def stop() -> bool:
+            return self._budget.exhausted() or self._rt.low_on_time(None)
+
+        bulk.advance(self._rt, operation_id, stop, lambda _: None, lambda: None)
+
+
+def _fire(
+    rt: Runtime, dispatcher: Dispatcher, workflow_id: str, names: set[str], budget: Budget
+) -> str:
     """Act on a workflow's due timers: each kind's handler in table order (``timers.KINDS``),
     then one drive for the kinds that wake it. Unknown kinds only wake."""
-    actions = _Actions(rt, dispatcher)
+    actions = _Actions(rt, dispatcher, budget)
     wake: list[str] = []
     try:
         for kind in firing_order(names):

@@ -56,6 +56,8 @@ class TimerActions(Protocol):
 
     def run_teardown(self, workflow_id: str) -> str: ...
 
+    def continue_bulk(self, operation_id: str) -> None: ...
+
 
 Handler = Callable[[TimerActions, str], str | None]
 """Fires one due kind for a workflow: returns how the firing ends, or None to go on."""
@@ -120,6 +122,13 @@ def _run_teardown(actions: TimerActions, workflow_id: str) -> str | None:
     return ERROR if actions.run_teardown(workflow_id) in ("retain", "deposed") else COLLECT
 
 
+def _continue_bulk(actions: TimerActions, operation_id: str) -> str | None:
+    # Every page the operation saves moves its timer (or, once completed, deletes it), so
+    # this firing's key is always done with: what is left is the re-armed one's.
+    actions.continue_bulk(operation_id)
+    return COLLECT
+
+
 # Firing order is table order: close children, purge, time out, activate, then one drive.
 CLOSE_CHILDREN = TimerKind(
     "close-children", "run", "close-children", "closing children", False, _close_children
@@ -147,6 +156,9 @@ CONCURRENCY_ADMIT = TimerKind(
 )
 # A terminal run's finalizers (ADR 0027): armed by the terminal batch, re-armed for a backoff.
 TEARDOWN = TimerKind("teardown", "run", "teardown", "finalizers", False, _run_teardown)
+# A bulk operation that made no progress for a while (its process died, or it stopped at a
+# page boundary when low on time): armed under the operation's id, never a run's (ADR 0031).
+BULK = TimerKind("bulk", "run", "bulk", "bulk operation", False, _continue_bulk)
 
 KINDS: tuple[TimerKind, ...] = (
     CLOSE_CHILDREN,
@@ -166,6 +178,7 @@ KINDS: tuple[TimerKind, ...] = (
     SCHEDULE,
     CONCURRENCY_ADMIT,
     TEARDOWN,
+    BULK,
 )
 
 BY_NAME: Mapping[str, TimerKind] = {kind.name: kind for kind in KINDS}

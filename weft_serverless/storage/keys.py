@@ -382,3 +382,21 @@ def outbox_key(at: float, workflow_id: str, event_id: str) -> Key:
     the publisher deletes it once the sink accepted it."""
     shard = shard_of(workflow_id, OUTBOX_SHARDS)
     return Key(outbox_partition(shard), f"{ms(at):016d}#{enc(workflow_id)}#{enc(event_id)}")
+
+
+# -- bulk operations (ADR 0031) --------------------------------------------------------------
+
+BULK_PARTITION = "bulk"
+"""One record per bulk operation (its filter, cursor, counts and audit fields), sorted by id
+(ids start with the creation time), in one partition: listing them is one range read, and
+they live apart from the runs they acted on, so a purge of those runs keeps them."""
+
+
+def bulk_key(operation_id: str) -> Key:
+    return Key(BULK_PARTITION, enc(operation_id))
+
+
+def bulk_run_key(operation_id: str, workflow_id: str) -> Key:
+    """Marks a run an operation retried, written in the retry's batch: a resumed operation
+    that meets the run failed again does not retry it twice."""
+    return Key("bulkrun#" + enc(operation_id), enc(workflow_id))
