@@ -1,0 +1,22 @@
+"""The one place that spells storage keys, and every shard count.
+
+Layout (DESIGN.md section 4):
+
+* ``wf#{id}`` holds everything of one workflow (state, op log, pending facts, attempts,
+  buffered signals, child results, owner epoch and holder), so resuming is one range read.
+* ``timers#{shard}``, ``status#{status}#{shard}`` are hash-sharded global indexes written in the
+  same atomic batch as the change they index; they are read shard by shard.
+* ``idem#{key}`` maps an idempotency key to a workflow id; ``meta`` holds store-wide records.
+* ``schedules`` holds one record per schedule, sorted by id.
+
+Untrusted parts (ids, names) are percent-encoded, so they are ASCII and can never contain the
+``#`` separator. Times are epoch milliseconds zero-padded to 16 digits so they sort as text.
+Counters (steps, branches, attempts, update sequences) go through ``counter``, whose text
+order is number order for every value.
+"""
+
+# Every key lives in one of four modules, by where it sits; callers use ``keys.<name>``.
+from .encoding import *  # noqa: F403
+from .indexes import *  # noqa: F403
+from .runs import *  # noqa: F403
+from .store import *  # noqa: F403
