@@ -85,6 +85,11 @@ from weft_serverless.errors_services import (
     ServicesUnavailableError,
     UnknownServiceError,
 )
+from weft_serverless.errors_visibility import (
+    InvalidFilterError,
+    InvalidTagError,
+    SearchAttributeError,
+)
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.schedule_errors import (
@@ -122,7 +127,9 @@ __all__ = [
     "HistoryLimitExceededError",
     "Holder",
     "InvalidArgumentError",
+    "InvalidFilterError",
     "InvalidScheduleError",
+    "InvalidTagError",
     "MaintenanceReport",
     "MemoryStorage",
     "MissingServiceError",
@@ -137,6 +144,7 @@ __all__ = [
     "ScheduleDescription",
     "ScheduleHandle",
     "ScheduleNotFoundError",
+    "SearchAttributeError",
     "ServicesUnavailableError",
     "StorageError",
     "StorageLimitError",

@@ -29,6 +29,7 @@ from weft_serverless.commands import (
     Run,
     Sleep,
     StartChild,
+    UpsertSearchAttributes,
     WaitForSignal,
     WaitUntil,
     parse_duration,
@@ -42,6 +43,7 @@ from weft_serverless.identifiers import (
     check_workflow_id,
 )
 from weft_serverless.saga import Saga
+from weft_serverless.search_attributes import check_values
 from weft_serverless.workflow import WorkflowDefinition
 
 C = TypeVar("C", bound=Command[Any])
@@ -314,6 +316,14 @@ class WorkflowContext:
     def random(self) -> Record:
         """A random float in [0, 1), recorded once."""
         return self._made(Record("random", _random.random))
+
+    def upsert_search_attributes(self, values: dict[str, Any]) -> UpsertSearchAttributes:
+        """Set search attributes of this run, as a durable step (yield it). Values are
+        checked against the type's declaration here, so a bad one raises before any write."""
+        checked = check_values(self._definition.search_attributes, values, self.workflow_type)
+        if not checked:
+            raise InvalidArgumentError("upsert_search_attributes needs at least one value")
+        return self._made(UpsertSearchAttributes(checked))
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Record:
         """Compute ``fn()`` once and record it under ``key``."""
