@@ -114,7 +114,9 @@ class WorkflowBuilder:
     ) -> None:
         self._name = name
         self._concurrency = concurrency
-        self._search_attributes = dict(search_attributes or {})
+        self._search_attributes = (
+            dict(search_attributes) if isinstance(search_attributes, Mapping) else {}
+        )
         self._version = version
         self._compatible = frozenset(compatible_versions)
         self._max_history = max_history
