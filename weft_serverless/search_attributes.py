@@ -9,6 +9,7 @@ order is the value's order within one type, so the index items of ADR 0030 can b
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import re
 import struct
@@ -16,7 +17,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from weft_serverless.errors_visibility import InvalidTagError, SearchAttributeError
+from weft_serverless.errors_visibility import (
+    InvalidFilterError,
+    InvalidTagError,
+    SearchAttributeError,
+)
 
 ATTRIBUTE_TYPES: dict[type, str] = {
     str: "str",
@@ -157,3 +162,27 @@ def _number(value: float) -> str:
     bits = struct.unpack(">Q", struct.pack(">d", value + 0.0))[0]
     bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 0x8000000000000000
     return f"{bits:016x}"
+
+
+_CONDITION = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)\s*(==|!=|<=|>=|\^=|=|<|>)(.*)$")
+_TEXT_OPERATORS = {"=": "==", "==": "==", "^=": "prefix"}
+
+
+def parse_condition(text: str) -> tuple[str, tuple[str, Any]]:
+    """``NAME OP VALUE`` from a command line (``amount>=100``, ``region^=eu``) as a ``where``
+    entry. The value is read as JSON when it is a JSON scalar (``100``, ``true``, ``"7"``),
+    else taken as text; ``^=`` means "starts with"."""
+    found = _CONDITION.match(text.strip())
+    if found is None:
+        raise InvalidFilterError(
+            f"{text!r} is not NAME OP VALUE with OP one of = != < <= > >= ^=", "where"
+        )
+    name, op, raw = found.groups()
+    value: Any = raw
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, str | int | float | bool) and raw.strip():
+        value = parsed
+    return name, (_TEXT_OPERATORS.get(op, op), value)
