@@ -155,6 +155,8 @@ class StartChild(Command[Any]):
     input: Any = None
     id: str | None = None
     parent_close_policy: ParentClosePolicy = "await"
+    search_attributes: Mapping[str, Any] | None = None
+    tags: tuple[str, ...] = ()
 
     def signature(self) -> str:
         return f"child:{self.workflow_type}"

@@ -174,3 +174,19 @@ def test_a_run_without_attributes_writes_only_its_status_entry(storage_factory: 
     items = index_items(storage_factory(), "p")
     assert len(items) == 1
     assert list(items.values()) == [b"\x81\xa4type\xa5plain"]
+
+
+def test_a_child_starts_with_its_attributes_and_tags(storage_factory: Opener) -> None:
+    te = make_engine(storage_factory, WORKFLOWS)
+    assert te.start("parent", 5.0, id="p").result() == "started"
+    rows = te.list(where={"customer": "from-parent"}, tags=["child"])
+    assert [(row.id, row.search_attributes) for row in rows] == [
+        ("child", {"customer": "from-parent", "amount": 5.0})
+    ]
+    assert_index_matches_state(storage_factory(), "child")
+
+
+def test_a_child_with_a_bad_attribute_is_not_started(storage_factory: Opener) -> None:
+    te = make_engine(storage_factory, WORKFLOWS)
+    assert te.start("parent", "lots", id="p").result() == "not-started"
+    assert index_items(storage_factory(), "child") == {}

@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Generator
 from typing import Any
 
-from weft_serverless import WorkflowContext, workflow
+from weft_serverless import ChildWorkflowFailedError, WorkflowContext, workflow
 from weft_serverless.engine import visibility
 from weft_serverless.engine.records import STATUSES, WorkflowState
 from weft_serverless.storage import keys
@@ -38,7 +38,23 @@ def _plain(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, int]:
     return 1
 
 
+def _parent(ctx: WorkflowContext, amount: Any) -> Generator[Any, Any, str]:
+    try:
+        yield ctx.start_child(
+            "order",
+            None,
+            id="child",
+            parent_close_policy="abandon",
+            search_attributes={"customer": "from-parent", "amount": amount},
+            tags=["child"],
+        )
+    except ChildWorkflowFailedError as exc:
+        return exc.status
+    return "started"
+
+
 WORKFLOWS = {
+    "parent": workflow("parent").execute(_parent),
     "order": workflow("order", search_attributes=ATTRIBUTES).execute(_order),
     "bad-upsert": workflow("bad-upsert", search_attributes=ATTRIBUTES).execute(_bad_upsert),
     "plain": workflow("plain").execute(_plain),

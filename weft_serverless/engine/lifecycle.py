@@ -167,6 +167,9 @@ def child_start_fragment(
     policy: str,
     signature: str,
     epoch: bytes | None = None,
+    *,
+    search_attributes: Mapping[str, Any] | None = None,
+    tags: Iterable[str] = (),
 ) -> Fragment | WeftError:
     """Start a child and record it as the parent's pending step; folded into one batch.
 
@@ -174,7 +177,15 @@ def child_start_fragment(
     """
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
-        state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
+        state = new_state(
+            rt,
+            workflow_type,
+            child_id,
+            encoded_input,
+            parent=parent,
+            search_attributes=search_attributes,
+            tags=tags,
+        )
         limit = concurrency.acquire(rt, state)
     except WeftError as exc:
         return exc
