@@ -154,6 +154,8 @@ def main() -> None:
         seed_dynamodb(client, "weft-visibility")
         print(f"seeded {RUNS} runs on moto in {time.perf_counter() - started:.1f} s (bulk loader)")
         measure("DynamoDB (moto)", dynamo, dynamo.meter)
+        print("(ms on moto is moto's in-memory Query, which walks the whole table each call;")
+        print(" requests and read units are what DynamoDB would bill for the same page)")
     with tempfile.TemporaryDirectory() as folder:
         sqlite = SQLiteStorage(Path(folder) / "weft.db")
         seed(sqlite)
