@@ -123,7 +123,7 @@ def seed_dynamodb(client: Any, table: str) -> None:
 def measure(name: str, storage: Storage, meter: Any) -> None:
     engine = Engine.create(storage, {"order": DEFINITION}, background_tasks="manual", recover=False)
     print(f"\n{name}: {RUNS} runs, first page of {LIMIT}")
-    print(f"{'query':<52}{'rows':>5}{'requests':>9}{'RRU':>6}{'items read':>11}{'ms':>8}")
+    print(f"{'query':<52}{'rows':>5}{'requests':>9}{'RRU':>6}{'items read':>11}{'ms':>10}")
     for label, filters in QUERIES:
         before_stats = storage.stats.snapshot()
         before_units = meter.snapshot() if meter else None
@@ -135,7 +135,7 @@ def measure(name: str, storage: Storage, meter: Any) -> None:
         requests = after["requests"] - before_stats["requests"]
         items = after["scanned_items"] - before_stats["scanned_items"]
         rru = str(units) if meter else "-"
-        print(f"{label:<52}{len(rows):>5}{requests:>9}{rru:>6}{items:>11}{elapsed:>8.1f}")
+        print(f"{label:<52}{len(rows):>5}{requests:>9}{rru:>6}{items:>11}{elapsed:>10.1f}")
     engine.close()
 
 
