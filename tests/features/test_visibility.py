@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import pytest
 from feature_support import T0, Opener, make_engine
 from visibility_support import WORKFLOWS, assert_index_matches_state, index_items
 
@@ -190,3 +191,14 @@ def test_a_child_with_a_bad_attribute_is_not_started(storage_factory: Opener) ->
     te = make_engine(storage_factory, WORKFLOWS)
     assert te.start("parent", "lots", id="p").result() == "not-started"
     assert index_items(storage_factory(), "child") == {}
+
+
+@pytest.mark.parametrize("ownership", ["lease", "workflow-lease"])
+def test_an_upsert_commits_under_the_fenced_modes(storage_factory: Opener, ownership: str) -> None:
+    """The upsert's state condition rides with the fence's conditions in one batch."""
+    te = make_engine(storage_factory, WORKFLOWS, ownership=ownership)
+    te.start("order", 800.0, id="up", search_attributes={"amount": 10.0}, tags=["vip"])
+    assert _ids(te.list(where={"amount": 800.0})) == ["up"]
+    te.signal("up", "ship")
+    assert _ids(te.list(status="completed", tags=["vip"], where={"amount": 800.0})) == ["up"]
+    assert_index_matches_state(storage_factory(), "up")
