@@ -125,3 +125,32 @@ def test_a_bad_group_by_is_a_filter_error(storage_factory: Opener) -> None:
     te = make_engine(storage_factory, WORKFLOWS)
     with pytest.raises(InvalidFilterError):
         te.count(group_by="")
+
+
+def test_a_value_too_long_for_an_index_key_writes_nothing(storage_factory: Opener) -> None:
+    """The key holds the percent-encoded value and id: a start whose key would pass the
+    backends' 1,024-byte sort key limit is refused before any write; a shorter one fits."""
+    te = make_engine(storage_factory, WORKFLOWS)
+    long_id = "\u00e9" * 128  # 256 bytes, 768 once encoded
+    before = WriteCount.of(te.storage)
+    with pytest.raises(SearchAttributeError, match="index key"):
+        te.start("order", None, id=long_id, search_attributes={"customer": "\u00e9" * 50})
+    assert WriteCount.of(te.storage).items == before.items
+    te.start("order", None, id=long_id, search_attributes={"customer": "x" * 200})
+    assert [row.id for row in te.list(where={"customer": "x" * 200})] == [long_id]
+
+
+def test_an_upsert_too_long_for_an_index_key_fails_the_run(storage_factory: Opener) -> None:
+    te = make_engine(storage_factory, {**WORKFLOWS, "long": _long_upsert})
+    te.start("long", None, id="\u00e9" * 128, search_attributes={"customer": "c"})
+    described = te.describe("\u00e9" * 128)
+    assert described.status == "failed"
+    assert "index key" in str(described.error)
+    assert described.search_attributes == {"customer": "c"}
+
+
+def _long(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, None]:
+    yield ctx.upsert_search_attributes({"customer": "\u00e9" * 50})
+
+
+_long_upsert = workflow("long", search_attributes={"customer": str}).execute(_long)

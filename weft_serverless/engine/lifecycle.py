@@ -68,6 +68,7 @@ def new_state(
         idempotency_key=idempotency_key,
         extra=extra,
     )
+    visibility.check_fits(state)
     concurrency.declare(rt, state)
     return state
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless.codec import decode, encode
+from weft_serverless.errors_visibility import SearchAttributeError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
@@ -71,6 +72,23 @@ def entries(state: WorkflowState) -> dict[Key, bytes]:
     for tag in tags:
         out[keys.tag_key(tag, state.id, state.created_at)] = item
     return out
+
+
+MAX_INDEX_SORT_BYTES = 1024
+"""Every backend's sort key limit (DynamoDB's): an item's key holds the value and the id."""
+
+
+def check_fits(state: WorkflowState) -> None:
+    """Refuse, before any write, values whose index key (value, start time, id, each
+    percent-encoded) would be over the sort key limit."""
+    for key in entries(state):
+        if len(key.sort) > MAX_INDEX_SORT_BYTES:
+            raise SearchAttributeError(
+                f"a search attribute value or tag of workflow {state.id!r} makes an index key "
+                f"of {len(key.sort)} bytes, over {MAX_INDEX_SORT_BYTES} (non-ASCII characters "
+                "count three times each, in the value and in the id); shorten the value",
+                "search_attributes",
+            )
 
 
 def index_ops(before: WorkflowState | None, after: WorkflowState | None) -> list[Op]:

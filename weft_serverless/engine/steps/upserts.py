@@ -12,11 +12,12 @@ import dataclasses
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import UpsertSearchAttributes
+from weft_serverless.errors_visibility import SearchAttributeError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
 from .. import visibility
-from ..outcomes import Done, Outcome
+from ..outcomes import Done, Outcome, RaiseAtYield
 from .scope import StepScope
 
 
@@ -26,6 +27,10 @@ def upsert(scope: StepScope, cmd: UpsertSearchAttributes, slot: str) -> Done:
     attributes = {**visibility.attributes_of(state), **cmd.values}
     extra = visibility.with_visibility(state.extra, attributes, visibility.tags_of(state))
     new = dataclasses.replace(state, extra=extra, updated_at=scope.rt.now())
+    try:
+        visibility.check_fits(new)
+    except SearchAttributeError as exc:
+        raise RaiseAtYield(exc) from None
     new_bytes = new.to_bytes()
     key = keys.state_key(state.id)
 
