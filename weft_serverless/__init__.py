@@ -88,6 +88,11 @@ from weft_serverless.errors_services import (
     ServicesUnavailableError,
     UnknownServiceError,
 )
+from weft_serverless.errors_visibility import (
+    InvalidFilterError,
+    InvalidTagError,
+    SearchAttributeError,
+)
 from weft_serverless.event_sink import EventBridgeSink, EventSink
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
@@ -132,7 +137,9 @@ __all__ = [
     "HistoryLimitExceededError",
     "Holder",
     "InvalidArgumentError",
+    "InvalidFilterError",
     "InvalidScheduleError",
+    "InvalidTagError",
     "MaintenanceReport",
     "MemoryStorage",
     "MissingServiceError",
@@ -147,6 +154,7 @@ __all__ = [
     "ScheduleDescription",
     "ScheduleHandle",
     "ScheduleNotFoundError",
+    "SearchAttributeError",
     "ServicesUnavailableError",
     "StorageError",
     "StorageLimitError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -155,6 +155,8 @@ class StartChild(Command[Any]):
     input: Any = None
     id: str | None = None
     parent_close_policy: ParentClosePolicy = "await"
+    search_attributes: Mapping[str, Any] | None = None
+    tags: tuple[str, ...] = ()
 
     def signature(self) -> str:
         return f"child:{self.workflow_type}"
@@ -206,6 +208,16 @@ class Record(Command[Any]):
 
     def signature(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class UpsertSearchAttributes(Command[None]):
+    """Set search attributes of the run (checked against its declaration when made)."""
+
+    values: Mapping[str, Any]
+
+    def signature(self) -> str:
+        return "upsert_search_attributes:" + ",".join(sorted(self.values))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")

@@ -29,6 +29,7 @@ from weft_serverless.commands import (
     Run,
     Sleep,
     StartChild,
+    UpsertSearchAttributes,
     WaitForSignal,
     WaitUntil,
     parse_duration,
@@ -42,6 +43,7 @@ from weft_serverless.identifiers import (
     check_workflow_id,
 )
 from weft_serverless.saga import Saga
+from weft_serverless.search_attributes import check_tags, check_values
 from weft_serverless.workflow import WorkflowDefinition
 
 C = TypeVar("C", bound=Command[Any])
@@ -248,13 +250,16 @@ class WorkflowContext:
         *,
         id: str | None = None,
         parent_close_policy: ParentClosePolicy = "await",
+        search_attributes: dict[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> StartChild:
         """Start a child workflow.
 
         ``"await"`` (default) waits for its result (its failure is raised here) and cancels
         it if this workflow ends first. ``"abandon"`` returns the child's id once started and
         lets it outlive this workflow; ``"request-cancel"`` returns the id too and cancels
-        the child when this workflow ends.
+        the child when this workflow ends. ``search_attributes`` and ``tags``: as at
+        ``Engine.start`` (values the child's type refuses: the child is ``not-started``).
         """
         check_name(workflow_type, "workflow_type")
         if id is not None:
@@ -263,7 +268,8 @@ class WorkflowContext:
             raise InvalidArgumentError(
                 f"parent_close_policy must be one of {', '.join(PARENT_CLOSE_POLICIES)}"
             )
-        return self._made(StartChild(workflow_type, input, id, parent_close_policy))
+        found = (dict(search_attributes) if search_attributes else None, tuple(check_tags(tags)))
+        return self._made(StartChild(workflow_type, input, id, parent_close_policy, *found))
 
     def wait_until(
         self, predicate: Callable[[], bool], *, timeout: Duration | None = None
@@ -314,6 +320,12 @@ class WorkflowContext:
     def random(self) -> Record:
         """A random float in [0, 1), recorded once."""
         return self._made(Record("random", _random.random))
+
+    def upsert_search_attributes(self, values: dict[str, Any]) -> UpsertSearchAttributes:
+        """Set search attributes of this run, a durable step (yield it); values are checked
+        against the declaration here, so a bad one raises before any write."""
+        checked = check_values(self._definition.search_attributes, values, self.workflow_type)
+        return self._made(UpsertSearchAttributes(checked))
 
     def memo(self, key: str, fn: Callable[[], Any]) -> Record:
         """Compute ``fn()`` once and record it under ``key``."""

@@ -15,6 +15,7 @@ from typing import Any
 from weft_serverless.activity import ActivitySpec, Verification
 from weft_serverless.concurrency import Concurrency
 from weft_serverless.errors import InvalidArgumentError, WorkflowBuilderError
+from weft_serverless.search_attributes import declaration_issues
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class WorkflowDefinition:
     # At most this many committed step records per run (None: unbounded); see history_limit.
     max_history: int | None = None
     concurrency: Concurrency | None = None
+    # Declared search attributes {name: type} (ADR 0030); values are checked against it.
+    search_attributes: Mapping[str, type] = field(default_factory=lambda: MappingProxyType({}))
 
     def accepts_version(self, version: str) -> bool:
         """Whether a run started on ``version`` may be resumed by this definition."""
@@ -107,9 +110,13 @@ class WorkflowBuilder:
         max_history: int | None = None,
         *,
         concurrency: Concurrency | None = None,
+        search_attributes: Mapping[str, type] | None = None,
     ) -> None:
         self._name = name
         self._concurrency = concurrency
+        self._search_attributes = (
+            dict(search_attributes) if isinstance(search_attributes, Mapping) else {}
+        )
         self._version = version
         self._compatible = frozenset(compatible_versions)
         self._max_history = max_history
@@ -122,6 +129,8 @@ class WorkflowBuilder:
             self._issues.append("name holds a lone surrogate, which UTF-8 cannot encode")
         if concurrency is not None and not isinstance(concurrency, Concurrency):
             self._issues.append("concurrency must be a Concurrency(max, key, on_limit)")
+        if search_attributes is not None:
+            self._issues += declaration_issues(search_attributes)
         if not isinstance(version, str) or not version:
             self._issues.append("version must be a non-empty string")
         elif not _is_text(version):
@@ -179,6 +188,7 @@ class WorkflowBuilder:
             self._compatible,
             self._max_history,
             concurrency=self._concurrency,
+            search_attributes=MappingProxyType(self._search_attributes),
         )
 
 
@@ -198,6 +208,7 @@ def workflow(
     compatible_versions: tuple[str, ...] = (),
     max_history: int | None = None,
     concurrency: Concurrency | None = None,
+    search_attributes: Mapping[str, type] | None = None,
 ) -> WorkflowBuilder:
     """Start defining a workflow: ``workflow("checkout").activities(...).execute(fn)``.
 
@@ -206,7 +217,8 @@ def workflow(
     bounds the step records one run may commit: the step that would exceed it fails the
     run with ``HistoryLimitExceededError`` instead (a loop cannot grow a history forever).
     ``concurrency`` limits how many of its runs may be active per key at once
-    (``Concurrency``).
+    (``Concurrency``). ``search_attributes`` declares ``{name: type}`` (str, int, float,
+    bool, datetime) a run can be listed and counted by (``Engine.list(where=...)``).
     """
     if max_history is not None and (
         isinstance(max_history, bool) or not isinstance(max_history, int) or max_history < 1
@@ -216,4 +228,11 @@ def workflow(
             f"got {max_history!r}",
             "max_history",
         )
-    return WorkflowBuilder(name, version, compatible_versions, max_history, concurrency=concurrency)
+    return WorkflowBuilder(
+        name,
+        version,
+        compatible_versions,
+        max_history,
+        concurrency=concurrency,
+        search_attributes=search_attributes,
+    )

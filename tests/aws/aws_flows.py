@@ -132,7 +132,9 @@ ONE_PER_ACCOUNT = Concurrency(max=1, key=lambda input: str(input["account"]))
 workflows = {
     "limited": workflow("limited", concurrency=ONE_PER_ACCOUNT).execute(_limited),
     "greeter": workflow("greeter").activities(greet=_greet).execute(_greeter),
-    "approval": workflow("approval").execute(_approval),
+    "approval": workflow("approval", search_attributes={"customer": str, "amount": float}).execute(
+        _approval
+    ),
     "napper": workflow("napper").execute(_napper),
     "two_steps": workflow("two_steps").activities(quick=_quick, slow=_slow).execute(_two_steps),
     "awaits_remote": workflow("awaits_remote").activities(remote=_remote).execute(_awaits_remote),

@@ -224,6 +224,8 @@ def test_list_with_filters_and_pagination(api: Api, clock: VirtualClock) -> None
         "workflow_type": "approval",
         "status": "running",
         "created_at": running.body["items"][0]["created_at"],
+        "search_attributes": {},
+        "tags": [],
     }
     assert len(api("GET", "/workflows").body["items"]) == 6
 

@@ -124,6 +124,17 @@ COMPONENTS: dict[str, Schema] = {
             "workflow_type": {"type": "string"},
             "status": STATUS,
             "created_at": {"type": "number"},
+            "search_attributes": {"type": "object"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        }
+    ),
+    "WorkflowCounts": _obj(
+        {
+            "group_by": {"type": "string"},
+            "counts": {
+                "type": "array",
+                "items": _obj({"value": ANY, "count": {"type": "integer"}}),
+            },
         }
     ),
     "WorkflowPage": _obj(

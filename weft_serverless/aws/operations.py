@@ -8,6 +8,7 @@ first, so the 400 can name the field.
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from weft_serverless import (
     BulkOperation,
     BulkPreview,
     Engine,
+    InvalidFilterError,
     ScheduleDescription,
     WorkflowDescription,
     WorkflowNotRunningError,
@@ -106,6 +108,8 @@ def start_workflow(request: Request) -> Reply:
         execution_timeout=body.get("execution_timeout"),
         start_at=_start_at(body.get("start_at")),
         start_after=body.get("start_after"),
+        search_attributes=body.get("search_attributes"),
+        tags=body.get("tags"),
     )
     if handle.id != workflow_id:  # an idempotency key returned an earlier run
         request.invocation.bind(workflow_id=handle.id)
@@ -119,6 +123,8 @@ def list_workflows(request: Request) -> Reply:
         query.get("workflow_type"),
         query.get("limit", 100),
         query.get("cursor"),
+        order=query.get("order", "oldest"),
+        **_filters(query),
     )
     items = [
         {
@@ -126,10 +132,43 @@ def list_workflows(request: Request) -> Reply:
             "workflow_type": r.workflow_type,
             "status": r.status,
             "created_at": r.created_at,
+            "search_attributes": r.search_attributes,
+            "tags": list(r.tags),
         }
         for r in rows
     ]
     return 200, {"items": items, "next_cursor": cursor}
+
+
+def count_workflows(request: Request) -> Reply:
+    query = request.query
+    group_by = query.get("group_by", "status")
+    counts = request.engine.count(
+        group_by,
+        status=query.get("status"),
+        workflow_type=query.get("workflow_type"),
+        **_filters(query),
+    )
+    ordered = sorted(counts.items(), key=lambda pair: (-pair[1], str(pair[0])))
+    return 200, {"group_by": group_by, "counts": [{"value": k, "count": n} for k, n in ordered]}
+
+
+def _filters(query: dict[str, Any]) -> dict[str, Any]:
+    """The list filters of a query string: ``where`` is JSON, ``tags`` comma-separated."""
+    where = None
+    if "where" in query:
+        try:
+            where = json.loads(query["where"])
+        except ValueError:
+            raise InvalidFilterError("where must be a JSON object", "where") from None
+    tags = query.get("tags")
+    return {
+        "where": where,
+        "tags": None if tags is None else [t for t in tags.split(",") if t],
+        "started_after": query.get("started_after"),
+        "started_before": query.get("started_before"),
+        "id_prefix": query.get("id_prefix"),
+    }
 
 
 def describe_workflow(request: Request) -> Reply:

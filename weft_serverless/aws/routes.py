@@ -91,6 +91,19 @@ _BULK_FIELDS = (
     Field("page_size", {"type": "integer", "minimum": 1, "maximum": 1000}, "Runs per page."),
 )
 
+_FILTERS = (
+    Field(
+        "where",
+        {"type": "string", "minLength": 2},
+        'Search attribute conditions as a JSON object: {"customer": "c-7", '
+        '"amount": [">=", 100]}; operators ==, !=, <, <=, >, >=, in, prefix.',
+    ),
+    Field("tags", {"type": "string", "minLength": 1}, "Comma-separated tags, all required."),
+    Field("started_after", {"type": "number"}, "Started at or after (epoch seconds)."),
+    Field("started_before", {"type": "number"}, "Started before (epoch seconds)."),
+    Field("id_prefix", {"type": "string", "minLength": 1}, "Only ids starting with this."),
+)
+
 ROUTES: tuple[Route, ...] = (
     Route(
         "start_workflow",
@@ -111,6 +124,12 @@ ROUTES: tuple[Route, ...] = (
                 "Start later: epoch seconds or an ISO 8601 time with a zone.",
             ),
             Field("start_after", DURATION, "Start after this delay."),
+            Field(
+                "search_attributes",
+                {"type": "object"},
+                "Values of search attributes the workflow type declares.",
+            ),
+            Field("tags", {"type": "array"}, "Short strings to find the run by."),
             _WAIT,
         ),
         errors=(400, 409, 413, 429, 500, 503),
@@ -132,6 +151,31 @@ ROUTES: tuple[Route, ...] = (
                 "Page size.",
             ),
             Field("cursor", {"type": "string", "minLength": 1}, "next_cursor of the last page."),
+            *_FILTERS,
+            Field(
+                "order",
+                {"type": "string", "enum": ["oldest", "newest"], "default": "oldest"},
+                "Oldest or newest first.",
+            ),
+        ),
+        errors=(400, 500, 503),
+    ),
+    Route(
+        "count_workflows",
+        "GET",
+        "/workflow-counts",
+        "Count workflows matching the list filters, per status, type or search attribute.",
+        (200,),
+        "WorkflowCounts",
+        query=(
+            Field(
+                "group_by",
+                {"type": "string", "minLength": 1, "default": "status"},
+                "status, workflow_type, or a search attribute name.",
+            ),
+            Field("status", {"type": "string", "enum": list(STATUSES)}, "Only this status."),
+            Field("workflow_type", {"type": "string", "minLength": 1}, "Only this type."),
+            *_FILTERS,
         ),
         errors=(400, 500, 503),
     ),

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
-from weft_serverless.cli_commands import render
+from weft_serverless.cli_commands import finding, render
 from weft_serverless.cli_commands.target import (
     UsageError,
     add_target_arguments,
@@ -32,13 +32,16 @@ NOT_FINISHED_EXIT = 3
 
 def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Declare the operator subcommands on ``weft``'s subparsers."""
-    listing = subcommands.add_parser("list", help="list workflows by status and type")
-    listing.add_argument("--status", help="pending, running, suspended, completed, failed, ...")
-    listing.add_argument("--type", dest="workflow_type", help="only this workflow type")
+    listing = subcommands.add_parser(
+        "list", help="list workflows by status, type, search attributes and tags"
+    )
+    finding.add_filter_arguments(listing)
+    listing.add_argument("--order", choices=("oldest", "newest"), default="oldest")
     listing.add_argument("--limit", type=int, default=50, help="rows per page (default: 50)")
     listing.add_argument("--cursor", help="continue after a previous page")
     add_target_arguments(listing)
     listing.set_defaults(handler=cmd_list)
+    finding.add(subcommands)
 
     show = subcommands.add_parser("show", help="one workflow: state, owner and step timeline")
     show.add_argument("id", help="workflow id")
@@ -87,10 +90,7 @@ def _add_workflows_option(parser: argparse.ArgumentParser) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     with operator_engine(args) as engine:
         rows, cursor = engine.list_page(
-            status=args.status,
-            workflow_type=args.workflow_type,
-            limit=args.limit,
-            cursor=args.cursor,
+            limit=args.limit, cursor=args.cursor, order=args.order, **finding.filters_of(args)
         )
     if args.json:
         out = {
@@ -100,6 +100,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "type": row.workflow_type,
                     "status": row.status,
                     "created_at": row.created_at,
+                    "search_attributes": row.search_attributes,
+                    "tags": list(row.tags),
                 }
                 for row in rows
             ],

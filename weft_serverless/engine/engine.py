@@ -6,10 +6,9 @@ in docs/api.md, so the docstrings here only say what a method is for.
 
 from __future__ import annotations
 
-import builtins
 import datetime
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,13 +17,14 @@ from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import config, handle, interactions, lifecycle, listing, signals, starts
+from . import config, handle, lifecycle, signals, starts
 from .activity_moves import ActivityMoves
 from .activity_threads import DEFAULT_MAX_PARALLEL
 from .bulk_moves import BulkMoves
 from .config import Duration, check_id
 from .event_reads import EventReads
-from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
+from .handle import WorkflowDescription, WorkflowHandle
+from .interaction_moves import InteractionMoves
 from .invocation import invocation_scope
 from .maintenance import MaintenanceReport
 from .operator_moves import OperatorMoves
@@ -33,9 +33,18 @@ from .records import RUNNING
 from .runtime import MAX_TIMERS_PER_PASS, BackgroundTasks, Runtime, assemble, wall_clock
 from .schedule_moves import ScheduleMoves
 from .session import Session
+from .visibility_moves import VisibilityMoves
 
 
-class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves):
+class Engine(
+    InteractionMoves,
+    OperatorMoves,
+    ScheduleMoves,
+    ActivityMoves,
+    EventReads,
+    BulkMoves,
+    VisibilityMoves,
+):
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:
@@ -107,6 +116,8 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves)
         execution_timeout: Duration | None = None,
         start_at: float | datetime.datetime | None = None,
         start_after: Duration | None = None,
+        tags: Iterable[str] | None = None,
+        search_attributes: Mapping[str, Any] | None = None,
     ) -> WorkflowHandle:
         """Start a run and, in manual mode, drive it inline until it parks or finishes."""
         self._open()
@@ -119,6 +130,8 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves)
             execution_timeout,
             start_at,
             start_after,
+            search_attributes,
+            tags,
         )
         started = lifecycle.start_workflow(self._rt, state)
         if state.status == RUNNING:
@@ -135,10 +148,23 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves)
         payload: Any = None,
         signal_id: str | None = None,
         execution_timeout: Duration | None = None,
+        tags: Iterable[str] | None = None,
+        search_attributes: Mapping[str, Any] | None = None,
     ) -> WorkflowHandle:
         """Signal the run ``id``, starting it first (with the signal buffered) if absent."""
         self._open()
-        state = starts.new_state(self._rt, workflow_type, input, id, None, execution_timeout)
+        state = starts.new_state(
+            self._rt,
+            workflow_type,
+            input,
+            id,
+            None,
+            execution_timeout,
+            None,
+            None,
+            search_attributes,
+            tags,
+        )
         ops = signals.delivery_ops(self._rt, state.id, signal, payload, signal_id)
         try:
             lifecycle.start_workflow(self._rt, state, ops)
@@ -153,50 +179,6 @@ class Engine(OperatorMoves, ScheduleMoves, ActivityMoves, EventReads, BulkMoves)
     def describe(self, workflow_id: str, *, attempts: bool = False) -> WorkflowDescription:
         """The run's stored state; with ``attempts`` also its failed activity attempts."""
         return handle.describe(self._rt, check_id(workflow_id), attempts)
-
-    def list(
-        self, status: str | None = None, workflow_type: str | None = None, limit: int = 100
-    ) -> list[WorkflowSummary]:
-        """Workflows by status and type, oldest first (see ``list_page`` for paging)."""
-        return listing.list_page(self._rt, status, workflow_type, limit, None)[0]
-
-    def list_page(
-        self,
-        status: str | None = None,
-        workflow_type: str | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> tuple[builtins.list[WorkflowSummary], str | None]:
-        """One page of ``list`` and the cursor of the next page (None when done)."""
-        return listing.list_page(self._rt, status, workflow_type, limit, cursor)
-
-    def signal(
-        self, workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
-    ) -> None:
-        """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
-        if signals.deliver(self._rt, self._open(workflow_id), name, payload, signal_id):
-            self._session.wake(workflow_id, "signal")
-
-    def update(
-        self,
-        workflow_id: str,
-        name: str,
-        payload: Any = None,
-        *,
-        update_id: str | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        """Apply an update where the workflow is parked and return its handler's result."""
-        wf, session = self._open(workflow_id), self._session
-        result = interactions.send_update(
-            self._rt, session.dispatcher, wf, name, payload, update_id, timeout
-        )
-        session.drive_woken()  # what the update's drive woke: a child it let start, a parent
-        return result
-
-    def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
-        """Answer a query from the workflow's current state, read-only, on any engine."""
-        return interactions.run_query(self._rt, self._open(workflow_id), name, arg)
 
     @contextmanager
     def invocation(

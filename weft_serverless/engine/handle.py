@@ -4,7 +4,7 @@ that makes one), ``WorkflowSummary``."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weft_serverless.codec import decode
@@ -54,6 +54,8 @@ class WorkflowDescription:
     """Its finalizers' teardown, if its end armed one: ``status`` (pending, running,
     completed), ``reason`` and per finalizer ``activity``, ``state`` (pending, done,
     dead-lettered), ``attempts``, ``last_error`` (ADR 0027)."""
+    search_attributes: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -79,6 +81,8 @@ class WorkflowDescription:
             run=state.run,
             concurrency_key=concurrency.key_of(state),
             teardown=teardown,
+            search_attributes=dict(state.extra.get("sa") or {}),
+            tags=tuple(state.extra.get("tags") or ()),
         )
 
     @property
@@ -94,6 +98,8 @@ class WorkflowSummary:
     workflow_type: str
     status: str
     created_at: float
+    search_attributes: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
 
 
 def describe(rt: Runtime, workflow_id: str, attempts: bool) -> WorkflowDescription:

@@ -7,6 +7,7 @@ Status changes after that live in ``transitions``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from weft_serverless.codec import decode, encode
@@ -16,15 +17,15 @@ from weft_serverless.errors import (
     WeftError,
     WorkflowAlreadyExistsError,
 )
+from weft_serverless.search_attributes import check_tags, check_values
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
-from . import concurrency, timers, wakeups
+from . import concurrency, timers, visibility, wakeups
 from .commit import LostCommit, commit
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
-from .transitions import index_value
 
 
 def new_state(
@@ -37,6 +38,8 @@ def new_state(
     idempotency_key: str | None = None,
     start_at: float | None = None,
     execution_timeout: float | None = None,
+    search_attributes: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
 ) -> WorkflowState:
     definition = rt.definitions.get(workflow_type)
     if definition is None:
@@ -45,9 +48,10 @@ def new_state(
             f"workflow type {workflow_type!r} is not registered with this engine (registered: "
             f"{known}); pass it in Engine.create(workflows={{...}})"
         )
+    attributes = check_values(definition.search_attributes, search_attributes or {}, workflow_type)
     now = rt.now()
     delayed = start_at is not None and start_at > now
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = visibility.with_visibility({}, attributes, check_tags(tags))
     if delayed:
         extra["start_at"] = start_at
     if execution_timeout is not None:
@@ -66,6 +70,7 @@ def new_state(
         idempotency_key=idempotency_key,
         extra=extra,
     )
+    visibility.check_fits(state)
     concurrency.declare(rt, state)
     return state
 
@@ -76,10 +81,7 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
     state_key = keys.state_key(state.id)
     fragment = Fragment(
         conditions=[Condition(state_key, None)],
-        ops=[
-            Put(state_key, state.to_bytes()),
-            Put(keys.status_key(state.status, state.id, state.created_at), index_value(state)),
-        ],
+        ops=[Put(state_key, state.to_bytes()), *visibility.index_ops(None, state)],
     )
     if state.idempotency_key is not None:
         idem = keys.idempotency_key(state.idempotency_key)
@@ -168,6 +170,9 @@ def child_start_fragment(
     policy: str,
     signature: str,
     epoch: bytes | None = None,
+    *,
+    search_attributes: Mapping[str, Any] | None = None,
+    tags: Iterable[str] = (),
 ) -> Fragment | WeftError:
     """Start a child and record it as the parent's pending step; folded into one batch.
 
@@ -175,7 +180,15 @@ def child_start_fragment(
     """
     parent = {"id": parent_id, "slot": slot, "await": policy == "await"}
     try:
-        state = new_state(rt, workflow_type, child_id, encoded_input, parent=parent)
+        state = new_state(
+            rt,
+            workflow_type,
+            child_id,
+            encoded_input,
+            parent=parent,
+            search_attributes=search_attributes,
+            tags=tags,
+        )
         limit = concurrency.acquire(rt, state)
     except WeftError as exc:
         return exc

@@ -1,56 +1,171 @@
-"""Listing workflows from the sharded status index, oldest first, a page at a time.
+"""Listing and counting workflows from the index, a page at a time (ADR 0030).
 
-Each status has its own index partitions, so listing one status reads only its shards. The
-cursor is the sort key of the last row returned; the next page starts after it.
+One index drives a read: a tag's items, else an attribute's items for one value (``==``) or a
+few (``in``), else the sharded status entries. Every index sort key ends in ``created#id``, so
+each partition read is in start order and the shards merge by that tail; the started-after
+and started-before bounds become key bounds. The other filters are applied to the items read
+(each item holds type, status, attributes and tags), which is what they cost. The cursor is
+the ``created#id`` of the last row returned; the next page starts after it.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from typing import Any
 
-from weft_serverless.codec import decode
+from weft_serverless.errors_visibility import InvalidFilterError
+from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 
 from .config import check_page
+from .filters import GROUPS, Filter
 from .handle import WorkflowSummary
 from .records import STATUSES
 from .runtime import Runtime
+from .visibility import decode_item
+
+_MAX_CHUNK = 1000
+Row = tuple[str, WorkflowSummary]
 
 
 def list_page(
-    rt: Runtime,
-    status: str | None,
-    workflow_type: str | None,
-    limit: int,
-    cursor: str | None,
+    rt: Runtime, where: Filter, limit: int, cursor: str | None
 ) -> tuple[list[WorkflowSummary], str | None]:
     """Up to ``limit`` rows after ``cursor``, and the cursor of the next page (None: done)."""
-    check_page(status, limit, cursor)
-    statuses = [status] if status else list(STATUSES)
-    streams = [
-        _stream(rt, s, shard, cursor) for s in statuses for shard in range(keys.STATUS_SHARDS)
-    ]
+    check_page(where.status, limit, cursor)
     rows: list[WorkflowSummary] = []
-    last_sort: str | None = None
-    for sort, row in heapq.merge(*streams, key=lambda pair: pair[0]):
-        if workflow_type is not None and row.workflow_type != workflow_type:
-            continue
+    last: str | None = None
+    for suffix, row in _rows(rt, where, cursor, limit + 1):
         if len(rows) == limit:
-            return rows, last_sort
+            return rows, last
         rows.append(row)
-        last_sort = sort
+        last = suffix
     return rows, None
 
 
+def count(rt: Runtime, where: Filter, group_by: str) -> dict[Any, int]:
+    """How many runs pass ``where``, per value of ``group_by`` (a run without the attribute
+    counts under ``None``). It reads every matching index item: its cost grows with them."""
+    if not isinstance(group_by, str) or not group_by:
+        raise InvalidFilterError(
+            f"group_by is one of {', '.join(GROUPS)} or a search attribute name", "group_by"
+        )
+    counts: dict[Any, int] = {}
+    for _, row in _rows(rt, where, None, _MAX_CHUNK):
+        if group_by == "status":
+            group: Any = row.status
+        elif group_by == "workflow_type":
+            group = row.workflow_type
+        else:
+            group = row.search_attributes.get(group_by)
+        counts[group] = counts.get(group, 0) + 1
+    return counts
+
+
+def _rows(rt: Runtime, where: Filter, cursor: str | None, chunk: int) -> Iterator[Row]:
+    newest = where.order == "newest"
+    streams = [
+        _stream(rt, where, partition, prefix, status, cursor, chunk)
+        for partition, prefix, status in _sources(where)
+    ]
+    yield from heapq.merge(*streams, key=lambda pair: pair[0], reverse=newest)
+
+
+def _sources(where: Filter) -> list[tuple[str, str, str | None]]:
+    """The partitions (with the sort prefix to read and the status they imply) one read
+    drives from: the most selective index the filter allows."""
+    shards = range(keys.VISIBILITY_SHARDS)
+    if where.tags:
+        prefix = keys.enc(where.tags[0]) + "#"
+        return [(keys.tag_partition(s), prefix, None) for s in shards]
+    for op in ("==", "in"):
+        for term in where.terms:
+            if term.op == op:
+                values = term.value if op == "in" else (term.value,)
+                return [
+                    (keys.attribute_partition(term.name, s), value_token(v) + "#", None)
+                    for v in values
+                    for s in shards
+                ]
+    statuses = [where.status] if where.status else list(STATUSES)
+    return [
+        (keys.status_partition(status, s), "", status)
+        for status in statuses
+        for s in range(keys.STATUS_SHARDS)
+    ]
+
+
 def _stream(
-    rt: Runtime, status: str, shard: int, cursor: str | None
-) -> Iterator[tuple[str, WorkflowSummary]]:
-    partition = keys.status_partition(status, shard)
-    for sort, value in rt.storage.scan(partition, gt=cursor):
-        created = int(sort.split("#", 1)[0]) / 1000.0
-        row = WorkflowSummary(keys.status_entry_id(sort), decode(value)["type"], status, created)
-        yield sort, row
+    rt: Runtime,
+    where: Filter,
+    partition: str,
+    prefix: str,
+    status: str | None,
+    cursor: str | None,
+    chunk: int,
+) -> Iterator[Row]:
+    """Matching rows of one partition in ``created#id`` order (reversed for newest), read in
+    chunks that start at one page and grow, so a page costs reads in proportion to it."""
+    low, high = _bounds(where, prefix, cursor)
+    reverse = where.order == "newest"
+    size = max(1, min(chunk, _MAX_CHUNK))
+    while True:
+        read = 0
+        for sort, value in rt.storage.scan(
+            partition, prefix, gt=low, lt=high, limit=size, reverse=reverse
+        ):
+            read += 1
+            if reverse:
+                high = sort
+            else:
+                low = sort
+            row = _row(where, sort[len(prefix) :], value, status)
+            if row is not None:
+                yield row
+        if read < size:
+            return
+        size = min(size * 2, _MAX_CHUNK)
+
+
+def _bounds(where: Filter, prefix: str, cursor: str | None) -> tuple[str | None, str | None]:
+    """Strict low and high sort bounds from the cursor and the start-time window."""
+    low = high = None
+    if where.started_after is not None:
+        # ``gt`` the last key before the window: every key there sorts after ``{ms - 1}#~``.
+        low = f"{prefix}{keys.ms(where.started_after) - 1:016d}#~"
+    if where.started_before is not None:
+        high = f"{prefix}{keys.ms(where.started_before):016d}"
+    if cursor is not None:
+        at = prefix + cursor
+        if where.order == "newest":
+            high = at if high is None else min(high, at)
+        else:
+            low = at if low is None else max(low, at)
+    return low, high
+
+
+def _row(where: Filter, suffix: str, value: bytes, status: str | None) -> Row | None:
+    item = decode_item(value)
+    workflow_id = keys.status_entry_id(suffix)
+    run_status = status or item.get("status", "")
+    if not where.matches(item, run_status, workflow_id):
+        return None
+    created_ms = int(suffix.split("#", 1)[0])
+    if where.started_after is not None and created_ms < keys.ms(where.started_after):
+        return None
+    if where.started_before is not None and created_ms >= keys.ms(where.started_before):
+        return None
+    created = created_ms / 1000.0
+    summary = WorkflowSummary(
+        workflow_id,
+        item["type"],
+        run_status,
+        created,
+        dict(item.get("sa") or {}),
+        tuple(item.get("tags") or ()),
+    )
+    return suffix, summary
 
 
 def all_ids(rt: Runtime, status: str) -> Iterator[str]:

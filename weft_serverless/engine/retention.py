@@ -21,6 +21,7 @@ from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
+from . import visibility
 from .finalizers import pending_teardown
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
@@ -64,7 +65,7 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         conditions = [Condition(state_key, current), *rotation.conditions]
         ops: list[Op] = [
             Delete(state_key),
-            Delete(keys.status_key(state.status, workflow_id, state.created_at)),
+            *visibility.index_ops(state, None),  # the status entry, attribute and tag items
             *rotation.ops,
         ]
         if not rt.storage.conditional_batch(conditions, ops):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import lifecycle
@@ -21,6 +22,8 @@ def new_state(
     execution_timeout: Duration | None = None,
     start_at: float | datetime.datetime | None = None,
     start_after: Duration | None = None,
+    search_attributes: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
 ) -> WorkflowState:
     """The run to create: options checked, input encoded, id checked or made up."""
     options = start_options(rt.now(), idempotency_key, execution_timeout, start_at, start_after)
@@ -33,4 +36,6 @@ def new_state(
         idempotency_key=options.idempotency_key,
         start_at=options.start_at,
         execution_timeout=options.execution_timeout,
+        search_attributes=search_attributes,
+        tags=tags,
     )

@@ -14,17 +14,12 @@ from typing import Any
 
 from weft_serverless.codec import encode
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
-from . import concurrency, event_log, finalizers, outbox, timers, wakeups
+from . import concurrency, event_log, finalizers, outbox, timers, visibility, wakeups
 from .commit import commit
 from .records import TERMINAL, History, WorkflowState
 from .runtime import Runtime
-
-
-def index_value(state: WorkflowState) -> bytes:
-    """The value of a run's status index entry."""
-    return encode({"type": state.type})
 
 
 def move(
@@ -57,12 +52,11 @@ def move(
         error=error,
         parent=state.parent,
         idempotency_key=state.idempotency_key,
-        extra=state.extra if extra is None else extra,
+        extra=state.extra if extra is None else _kept(state.extra, extra),
     )
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     if status != state.status:
-        ops.append(Delete(keys.status_key(state.status, state.id, state.created_at)))
-        ops.append(Put(keys.status_key(status, state.id, state.created_at), index_value(state)))
+        ops += visibility.index_ops(state, new)  # the status entry, attribute and tag items
     if status not in TERMINAL:
         return new, ops
     ops += concurrency.release(state, now)  # in the terminal batch: never leaked nor doubled
@@ -81,6 +75,16 @@ def move(
     if window is not None:
         ops.append(timers.arm(timers.RETENTION, state.id, now + window))
     return new, ops
+
+
+def _kept(old: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """New extra fields keep the run's search attributes and tags: only their own step and
+    the start set them, so a move never drops them (nor their index items)."""
+    return visibility.with_visibility(
+        extra,
+        dict(extra.get(visibility.ATTRIBUTES_FIELD) or old.get(visibility.ATTRIBUTES_FIELD) or {}),
+        list(extra.get(visibility.TAGS_FIELD) or old.get(visibility.TAGS_FIELD) or []),
+    )
 
 
 def ended(rt: Runtime, state: WorkflowState, closing: bool, torn_down: bool = False) -> None:

@@ -58,6 +58,8 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
             cmd.parent_close_policy,
             cmd.signature(),
             epoch,
+            search_attributes=cmd.search_attributes,
+            tags=cmd.tags,
         )
 
     try:

@@ -20,6 +20,7 @@ from weft_serverless.commands import (
     Run,
     Sleep,
     StartChild,
+    UpsertSearchAttributes,
     WaitForSignal,
     WaitUntil,
 )
@@ -27,7 +28,7 @@ from weft_serverless.commands import (
 from .. import history_limit
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
-from . import activities, children, compose, recorded, waits
+from . import activities, children, compose, recorded, upserts, waits
 from .scope import StepScope
 
 T = TypeVar("T")
@@ -44,6 +45,7 @@ HANDLERS: dict[type[Command[Any]], Handler] = {
     Race: compose.race,
     StartChild: children.start_child,
     Record: recorded.record,
+    UpsertSearchAttributes: upserts.upsert,
 }
 
 # Commands whose recorded value is not simply the stored ``v``.

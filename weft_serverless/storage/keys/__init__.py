@@ -6,6 +6,8 @@ Layout (DESIGN.md section 4):
   buffered signals, child results, owner epoch and holder), so resuming is one range read.
 * ``timers#{shard}``, ``status#{status}#{shard}`` are hash-sharded global indexes written in the
   same atomic batch as the change they index; they are read shard by shard.
+* ``sa#{name}#{shard}`` and ``tag#{shard}`` index runs by search attribute value and tag
+  (``{value}#{created}#{id}``), written in the batch that changes them (ADR 0030).
 * ``idem#{key}`` maps an idempotency key to a workflow id; ``meta`` holds store-wide records.
 * ``schedules`` holds one record per schedule, sorted by id.
 

@@ -84,6 +84,36 @@ def status_entry_id(sort: str) -> str:
     return dec(sort.split("#", 1)[1])
 
 
+# -- visibility index (ADR 0030) -------------------------------------------------------------
+
+VISIBILITY_SHARDS = 4
+
+
+def attribute_partition(name: str, shard: int) -> str:
+    """Index items of search attribute ``name``; the sort starts with the value's token."""
+    return f"sa#{enc(name)}#{shard:02d}"
+
+
+def tag_partition(shard: int) -> str:
+    """Index items of tags; the sort starts with the tag."""
+    return f"tag#{shard:02d}"
+
+
+def run_suffix(workflow_id: str, created_at: float) -> str:
+    """``created#id``: the tail of every index sort key, and the list cursor's shape."""
+    return f"{ms(created_at):016d}#{enc(workflow_id)}"
+
+
+def attribute_key(name: str, token: str, workflow_id: str, created_at: float) -> Key:
+    shard = shard_of(workflow_id, VISIBILITY_SHARDS)
+    return Key(attribute_partition(name, shard), f"{token}#{run_suffix(workflow_id, created_at)}")
+
+
+def tag_key(tag: str, workflow_id: str, created_at: float) -> Key:
+    shard = shard_of(workflow_id, VISIBILITY_SHARDS)
+    return Key(tag_partition(shard), f"{enc(tag)}#{run_suffix(workflow_id, created_at)}")
+
+
 # -- held workflow claims (workflow-lease) ---------------------------------------------------
 
 
