@@ -11,7 +11,8 @@ from weft_serverless.aws.api import make_api_handler
 from weft_serverless.aws.context import LambdaContext, LocalContext
 from weft_serverless.aws.logs import get_logger
 from weft_serverless.aws.maintenance import make_maintenance_handler
-from weft_serverless.aws.routes import ROUTES, Route
+from weft_serverless.aws.route_types import Route
+from weft_serverless.aws.routes import ROUTES
 from weft_serverless.aws.runtime import build_engine, get_engine, load_workflows, reset_engine
 from weft_serverless.aws.scope import Invocation, lambda_invocation
 

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from weft_serverless import MAX_WORKFLOW_ID_BYTES, Engine
 
-from . import operations
+from . import bulk_operations, operations, schedule_operations
 from .caller import caller_of
 from .context import LambdaContext
 from .logs import get_logger
 from .operations import Reply, Request
 from .responses import ApiError, error_of, to_json
-from .routes import MAX_BODY_BYTES, ROUTES, Route
+from .route_types import MAX_BODY_BYTES, Route
+from .routes import ROUTES
 from .runtime import get_engine, seconds_from_env
 from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
 from .validation import parse_body, parse_query
@@ -175,7 +176,7 @@ def _view(
     sleep: Callable[[float], None],
     monotonic: Callable[[], float],
 ) -> Callable[..., Response[str]]:
-    implementation: Callable[[Request], Reply] = getattr(operations, route.operation)
+    implementation: Callable[[Request], Reply] = _implementation(route.operation)
 
     def view(**path: str) -> Response[str]:
         state = current.get()
@@ -292,3 +293,12 @@ def _add_header(response: dict[str, Any], name: str, value: str) -> None:
         response["multiValueHeaders"][name] = [value]
     else:
         response.setdefault("headers", {})[name] = value
+
+
+def _implementation(operation: str) -> Callable[[Request], Reply]:
+    """The function carrying out ``Route.operation``: the run, schedule and bulk modules."""
+    for module in (operations, schedule_operations, bulk_operations):
+        found: Callable[[Request], Reply] | None = getattr(module, operation, None)
+        if found is not None:
+            return found
+    raise LookupError(f"no operation {operation!r}")

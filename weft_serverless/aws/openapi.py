@@ -13,7 +13,8 @@ from typing import Any
 
 from weft_serverless import WORKFLOW_STATUSES, __version__
 
-from .routes import ANY, ROUTES, Route, Schema
+from .route_types import ANY, Route, Schema
+from .routes import ROUTES
 
 STATUS_TEXT = {
     200: "OK",

@@ -15,11 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless import (
-    BulkOperation,
-    BulkPreview,
     Engine,
     InvalidFilterError,
-    ScheduleDescription,
     WorkflowDescription,
     WorkflowNotRunningError,
 )
@@ -252,89 +249,6 @@ def fail_activity(request: Request) -> Reply:
     return 200, {"accepted": True}
 
 
-def schedule_json(description: ScheduleDescription) -> dict[str, Any]:
-    """The ``Schedule`` object of the API."""
-    return {
-        "id": description.id,
-        "workflow_type": description.workflow_type,
-        "cron": description.cron,
-        "every": description.every,
-        "timezone": description.timezone,
-        "overlap": description.overlap,
-        "paused": description.paused,
-        "next_fire_at": description.next_fire_at,
-        "last_fire_at": description.last_fire_at,
-        "fired": description.fired,
-        "missed": description.missed,
-        "skipped": description.skipped,
-        "running": list(description.running),
-        "catchup_window": description.catchup_window,
-        "jitter": description.jitter,
-        "start_at": description.start_at,
-        "end_at": description.end_at,
-        "queued_fire_at": description.queued_fire_at,
-        "input": description.input,
-    }
-
-
-def create_schedule(request: Request) -> Reply:
-    body = request.body
-    options = {
-        name: body[name]
-        for name in ("cron", "every", "timezone", "overlap", "catchup_window", "jitter")
-        if name in body
-    }
-    handle = request.engine.schedule(
-        body["schedule_id"],
-        body["workflow_type"],
-        body.get("input"),
-        start_at=_instant(body.get("start_at"), "start_at"),
-        end_at=_instant(body.get("end_at"), "end_at"),
-        **options,
-    )
-    return 201, schedule_json(handle.describe())
-
-
-def list_schedules(request: Request) -> Reply:
-    return 200, {"items": [schedule_json(d) for d in request.engine.list_schedules()]}
-
-
-def describe_schedule(request: Request) -> Reply:
-    handle = request.engine.get_schedule(request.params["schedule_id"])
-    return 200, schedule_json(handle.describe())
-
-
-def delete_schedule(request: Request) -> Reply:
-    request.engine.get_schedule(request.params["schedule_id"]).delete()
-    return 200, {"id": request.params["schedule_id"], "deleted": True}
-
-
-def pause_schedule(request: Request) -> Reply:
-    request.engine.get_schedule(request.params["schedule_id"]).pause()
-    return describe_schedule(request)
-
-
-def resume_schedule(request: Request) -> Reply:
-    request.engine.get_schedule(request.params["schedule_id"]).resume()
-    return describe_schedule(request)
-
-
-def trigger_schedule(request: Request) -> Reply:
-    handle = request.engine.get_schedule(request.params["schedule_id"])
-    run = handle.trigger()
-    described = schedule_json(handle.describe())
-    return 200, {"schedule": described, "workflow_id": None if run is None else run.id}
-
-
-def backfill_schedule(request: Request) -> Reply:
-    handle = request.engine.get_schedule(request.params["schedule_id"])
-    start = _instant(request.body["start"], "start")
-    end = _instant(request.body["end"], "end")
-    assert start is not None and end is not None  # required fields
-    runs = handle.backfill(start, end)
-    return 200, {"id": handle.id, "workflow_ids": [run.id for run in runs]}
-
-
 def _instant(value: float | str | None, field: str) -> float | datetime.datetime | None:
     if not isinstance(value, str):
         return value
@@ -359,54 +273,3 @@ def _start_at(value: float | str | None) -> float | datetime.datetime | None:
     except ValueError:
         raise bad_request("start_at", f"{value!r} is not an ISO 8601 time") from None
     return moment  # a missing time zone is refused by the engine, naming start_at
-
-
-# -- bulk operations -------------------------------------------------------------------------
-
-
-def bulk_json(result: BulkPreview | BulkOperation) -> dict[str, Any]:
-    """A dry run (``BulkPreview``) or an operation's record (``BulkOperation``)."""
-    if isinstance(result, BulkPreview):
-        return {
-            "kind": result.kind,
-            "count": result.count,
-            "token": result.token,
-            "expires_at": result.expires_at,
-            "filter": result.filters,
-        }
-    fields = result.as_dict()
-    fields["filter"] = fields.pop("filters")
-    return fields
-
-
-def _bulk_options(request: Request) -> dict[str, Any]:
-    body = request.body
-    filters = body.get("filter") or {}
-    if not isinstance(filters, dict):
-        raise bad_request("filter", "must be an object of list filters")
-    options = {
-        name: body[name] for name in ("dry_run", "confirm", "reason", "page_size") if name in body
-    }
-    return {**filters, **options, "caller": request.caller}
-
-
-def bulk_cancel(request: Request) -> Reply:
-    return 200, bulk_json(request.engine.cancel_all(**_bulk_options(request)))
-
-
-def bulk_signal(request: Request) -> Reply:
-    body = request.body
-    result = request.engine.signal_all(body["name"], body.get("payload"), **_bulk_options(request))
-    return 200, bulk_json(result)
-
-
-def bulk_retry(request: Request) -> Reply:
-    return 200, bulk_json(request.engine.retry_failed_all(**_bulk_options(request)))
-
-
-def list_bulk(request: Request) -> Reply:
-    return 200, {"items": [bulk_json(op) for op in request.engine.list_bulk_operations()]}
-
-
-def describe_bulk(request: Request) -> Reply:
-    return 200, bulk_json(request.engine.describe_bulk(request.params["operation_id"]))

@@ -17,7 +17,7 @@ from typing import Any
 from weft_serverless.errors import PayloadTooLargeError
 
 from .responses import ApiError, bad_request
-from .routes import MAX_BODY_BYTES, Field, Route, Schema
+from .route_types import MAX_BODY_BYTES, Field, Route, Schema
 
 
 def parse_body(

@@ -1,8 +1,8 @@
 """What a bulk operation is asked to do, checked before anything is written: its kind, its
 arguments, the listing filter it acts on, and the dry run's confirmation token.
 
-The filter is whatever ``listing.list_page`` accepts besides its page arguments: the names are
-read from its signature, so a filter the listing learns is a filter bulk operations take,
+The filter is whatever ``filters.make_filter`` accepts (the filters of ``list``): the names
+are read from its signature, so a filter the listing learns is a filter bulk operations take,
 unchanged. Values are checked by the listing itself (one page of one row is read).
 
 The token is a confirmation, not an authorisation: it proves the caller saw the dry run of
@@ -25,6 +25,7 @@ from weft_serverless.storage import keys
 
 from . import listing
 from .config import check_name
+from .filters import make_filter
 from .handle import WorkflowSummary
 from .records import FAILED
 from .runtime import Runtime
@@ -34,7 +35,7 @@ SIGNAL = "signal"
 RETRY = "retry"
 BULK_KINDS = (CANCEL, SIGNAL, RETRY)
 TOKEN_TTL = 300.0  # seconds a dry run's token stays valid
-_PAGE_ARGUMENTS = frozenset({"rt", "limit", "cursor"})
+_NOT_FILTERS = frozenset({"definitions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,23 +62,15 @@ class BulkPreview:
 
 
 def filter_names() -> frozenset[str]:
-    """The filters the listing takes (every keyword of ``list_page`` but the page's own)."""
-    return frozenset(inspect.signature(listing.list_page).parameters) - _PAGE_ARGUMENTS
+    """The filters the listing takes (every parameter of ``make_filter`` but the registry)."""
+    return frozenset(inspect.signature(make_filter).parameters) - _NOT_FILTERS
 
 
 def page(
     rt: Runtime, filters: dict[str, Any], limit: int, cursor: str | None
 ) -> tuple[list[WorkflowSummary], str | None]:
-    """One page of the listing under ``filters``; a filter left out takes the listing's
-    default (None where it has none)."""
-    parameters = inspect.signature(listing.list_page).parameters
-    arguments = {
-        name: None
-        if parameters[name].default is inspect.Parameter.empty
-        else parameters[name].default
-        for name in filter_names()
-    }
-    return listing.list_page(rt, **{**arguments, **filters}, limit=limit, cursor=cursor)
+    """One page of the listing under ``filters`` (a filter left out takes its default)."""
+    return listing.list_page(rt, make_filter(rt.definitions, **filters), limit, cursor)
 
 
 def build(
