@@ -408,3 +408,30 @@ def test_a_worker_overtaken_by_another_stops_and_acts_on_no_run_twice(
     for workflow_id in ids:
         te.signal(workflow_id, "msg", "own")
         assert te.describe(workflow_id).result == ["bulk", "own"]
+
+
+def test_bulk_operations_take_the_visibility_filters(storage_factory: Opener) -> None:
+    """A search attribute and a tag select the runs a bulk cancel acts on."""
+
+    def wait(ctx: Any, _: Any) -> Any:
+        return (yield ctx.wait_for_signal("go"))
+
+    flows = {"order": workflow("order", search_attributes={"customer": str}).execute(wait)}
+    te = TestEngine(flows, storage=storage_factory())
+    for i in range(4):
+        te.start(
+            "order",
+            id=f"o-{i}",
+            search_attributes={"customer": "c-7" if i % 2 else "c-8"},
+            tags=["vip"] if i == 3 else [],
+        )
+    preview = te.engine.cancel_all(where={"customer": "c-7"}, dry_run=True)
+    assert preview.count == 2
+    te.engine.cancel_all(where={"customer": "c-7"}, confirm=preview.token)
+    statuses = {f"o-{i}": te.describe(f"o-{i}").status for i in range(4)}
+    assert statuses == {
+        "o-0": "running",
+        "o-1": "cancelled",
+        "o-2": "running",
+        "o-3": "cancelled",
+    }
