@@ -64,6 +64,9 @@ def _limited(max_batch_ops: int) -> MemoryStorage:
     return MemoryStorage(max_batch_ops=max_batch_ops)
 
 
+# The batch split is the adapter's, the same in-process and over HTTP; the HTTP copies cost
+# half a minute of the suite and proved nothing more.
+@pytest.mark.backends("memory", "sqlite", "dynamodb")
 @pytest.mark.parametrize("ownership", ["none", "workflow-lease"])
 @pytest.mark.parametrize("mode", ["all", "race"])
 def test_a_step_leaving_more_timers_than_a_batch_holds_still_commits(
