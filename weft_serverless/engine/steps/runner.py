@@ -25,7 +25,6 @@ from weft_serverless.commands import (
     WaitUntil,
 )
 
-from .. import history_limit
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
 from . import activities, children, compose, recorded, upserts, waits
@@ -69,9 +68,7 @@ class StepRunner(StepScope):
         return Outcome(decode_value(record))
 
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
-        history_limit.check(self.history, self.definition)
-        self.check_parked_signature(cmd, slot)
-        self.signature, self.slot = cmd.signature(), slot
+        self.begin(cmd, slot)
         handler = lookup(HANDLERS, cmd)
         if handler is None:
             raise TypeError(f"unknown command {cmd!r}")

@@ -57,6 +57,14 @@ class StepScope(ABC):
     def replay(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> Outcome:
         """The outcome a recorded step gives back, without re-running anything."""
 
+    def begin(self, cmd: Command[Any], slot: str) -> None:
+        """What comes before carrying out any command, whoever carries it (``advance``, or a
+        branch running beside others): the history bound, the parked record's operation, and
+        the signature and slot the step's writes and log lines name."""
+        history_limit.check(self.history, self.definition)
+        self.check_parked_signature(cmd, slot)
+        self.signature, self.slot = cmd.signature(), slot
+
     def check_signature(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> None:
         stored, current = record.get("sig", ""), cmd.signature()
         if stored != current:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from weft_serverless.commands import Run
 
-from .. import history_limit
 from ..outcomes import Done
 from . import activities
 from .attempt import Attempt, give_up, start, watch
@@ -74,7 +73,7 @@ def _loop(
     while waiting or running:
         while waiting and len(running) < limit:
             branch = waiting.popleft()
-            _begin(scope, branch)
+            scope.begin(branch.cmd, branch.slot)
             ready = activities.prepare(scope, branch.cmd, branch.slot)
             if not isinstance(ready, activities.Ready):
                 if record(branch, ready):
@@ -101,18 +100,11 @@ def _loop(
             break
         for attempt, verdict in watch(rt, list(running), until):
             branch, ready = running.pop(attempt)
-            _begin(scope, branch)
+            scope.begin(branch.cmd, branch.slot)
             if record(branch, activities.conclude(scope, branch.slot, ready, verdict)):
                 return
         if until is not None and until():
             return
-
-
-def _begin(scope: StepScope, branch: Branch) -> None:
-    """What ``advance`` checks before any command: parked records name this operation."""
-    history_limit.check(scope.history, scope.definition)
-    scope.check_parked_signature(branch.cmd, branch.slot)
-    scope.signature = branch.cmd.signature()
 
 
 def _stop(scope: StepScope, running: dict[Attempt, tuple[Branch, activities.Ready]]) -> None:
