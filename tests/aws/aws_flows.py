@@ -90,6 +90,7 @@ def _awaits_remote(ctx: Any, _: Any) -> Any:
 
 
 def _explode(_: Any) -> None:
+    CALLS["explode"] += 1
     raise RuntimeError("boom")
 
 

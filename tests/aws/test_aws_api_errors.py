@@ -204,7 +204,7 @@ CASES = [
     Case("unknown route", get("/nowhere"), 404, "NotFound"),
     Case("unknown sub-route", post("/workflows/wf/poke"), 404, "NotFound"),
     # 405: known path, other method
-    Case("delete a workflow", lambda api: api("DELETE", "/workflows/wf"), 405, "MethodNotAllowed"),
+    Case("put a workflow", lambda api: api("PUT", "/workflows/wf"), 405, "MethodNotAllowed"),
     # 429: a concurrency limit reached
     Case(
         "concurrency limit",

@@ -20,19 +20,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from weft_serverless import MAX_WORKFLOW_ID_BYTES, Engine
+from weft_serverless import Engine
 
-from . import bulk_operations, operations, schedule_operations
+from . import calls
 from .caller import caller_of
 from .context import LambdaContext
 from .logs import get_logger
-from .operations import Reply, Request
 from .responses import ApiError, error_of, to_json
 from .route_types import MAX_BODY_BYTES, Route
 from .routes import ROUTES
 from .runtime import get_engine, seconds_from_env
 from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
-from .validation import parse_body, parse_query
+from .validation import read_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response
@@ -176,36 +175,30 @@ def _view(
     sleep: Callable[[float], None],
     monotonic: Callable[[], float],
 ) -> Callable[..., Response[str]]:
-    implementation: Callable[[Request], Reply] = _implementation(route.operation)
-
     def view(**path: str) -> Response[str]:
         state = current.get()
         try:
             encoded = state.shape != HTTP
-            params = {name: _path_param(name, value, encoded) for name, value in path.items()}
-            if "workflow_id" in params:
-                state.invocation.bind(workflow_id=params["workflow_id"])
-            request = Request(
-                engine=state.engine,
-                invocation=state.invocation,
-                params=params,
-                query=parse_query(state.event.get("queryStringParameters"), route),
+            status, payload = calls.call(
+                state.engine,
+                route.operation,
+                params={name: _decoded(value, encoded) for name, value in path.items()},
+                query=state.event.get("queryStringParameters"),
                 body=(
-                    parse_body(
+                    read_body(
                         state.event.get("body"),
                         bool(state.event.get("isBase64Encoded")),
-                        route,
                         max_body_bytes,
                     )
                     if route.body is not None
-                    else {}
+                    else None
                 ),
+                caller=caller_of(state.event),
+                scope=state.invocation,
                 reserve=reserve,
                 sleep=sleep,
                 monotonic=monotonic,
-                caller=caller_of(state.event),
             )
-            status, payload = implementation(request)
         except Exception as exc:
             error = error_of(exc, route.payload_field)
             if error.status >= 500:
@@ -238,21 +231,11 @@ def _template_matches(template: str, path: str) -> bool:
     )
 
 
-def _path_param(name: str, raw: str, encoded: bool = True) -> str:
+def _decoded(raw: str, encoded: bool) -> str:
     """REST APIs and function URLs pass the path still percent-encoded: decode each parameter
     once. An HTTP API has decoded ``rawPath`` already; decoding again would turn a literal
     ``%41`` in an id into ``A``."""
-    value = urllib.parse.unquote(raw) if encoded else raw
-    if not value or not value.isprintable():
-        raise ApiError(400, "InvalidArgumentError", f"{name}: must be printable", field=name)
-    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_BYTES:
-        raise ApiError(
-            400,
-            "InvalidArgumentError",
-            f"{name}: over {MAX_WORKFLOW_ID_BYTES} characters",
-            field=name,
-        )
-    return value
+    return urllib.parse.unquote(raw) if encoded else raw
 
 
 def _correlation_id(event: Event, context: LambdaContext) -> str:
@@ -293,12 +276,3 @@ def _add_header(response: dict[str, Any], name: str, value: str) -> None:
         response["multiValueHeaders"][name] = [value]
     else:
         response.setdefault("headers", {})[name] = value
-
-
-def _implementation(operation: str) -> Callable[[Request], Reply]:
-    """The function carrying out ``Route.operation``: the run, schedule and bulk modules."""
-    for module in (operations, schedule_operations, bulk_operations):
-        found: Callable[[Request], Reply] | None = getattr(module, operation, None)
-        if found is not None:
-            return found
-    raise LookupError(f"no operation {operation!r}")

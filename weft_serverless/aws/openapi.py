@@ -175,6 +175,7 @@ COMPONENTS: dict[str, Schema] = {
     "UpdateResult": _obj({"id": {"type": "string"}, "update": {"type": "string"}, "result": ANY}),
     "QueryResult": _obj({"id": {"type": "string"}, "query": {"type": "string"}, "result": ANY}),
     "ActivityAccepted": _obj({"accepted": {"type": "boolean"}}),
+    "Purged": _obj({"id": {"type": "string"}, "purged": {"type": "boolean"}}),
     "Schedule": _obj(
         {
             "id": {"type": "string"},

@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from weft_serverless import (
     Engine,
@@ -22,10 +22,21 @@ from weft_serverless import (
 )
 
 from .responses import bad_request
-from .scope import Invocation
 
 Reply = tuple[int, Any]
 POLL_SECONDS = 0.25
+
+
+class Scope(Protocol):
+    """What an operation needs of whoever runs it: a Lambda invocation, or a local caller."""
+
+    def time_left(self) -> float:
+        """Seconds before the caller must answer."""
+        ...
+
+    def bind(self, **keys: Any) -> None:
+        """Name (e.g. ``workflow_id``) in every later log line of this request."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +44,7 @@ class Request:
     """A validated request: path parameters, query and body fields, and what serves it."""
 
     engine: Engine
-    invocation: Invocation
+    invocation: Scope
     params: dict[str, str]
     query: dict[str, Any]
     body: dict[str, Any]
@@ -233,6 +244,16 @@ def resume_workflow(request: Request) -> Reply:
     _require_unfinished(request)
     request.engine.resume(request.workflow_id)
     return describe_workflow(request)
+
+
+def retry_workflow(request: Request) -> Reply:
+    request.engine.retry(request.workflow_id)  # refused (400) unless the run failed
+    return describe_workflow(request)
+
+
+def purge_workflow(request: Request) -> Reply:
+    request.engine.purge(request.workflow_id)  # refused (400) unless the run finished
+    return 200, {"id": request.workflow_id, "purged": True}
 
 
 def complete_activity(request: Request) -> Reply:

@@ -17,6 +17,7 @@ from weft_serverless import (
     BulkOperationNotFoundError,
     ScheduleAlreadyExistsError,
     ScheduleNotFoundError,
+    TeardownPendingError,
     WorkflowConcurrencyLimitExceededError,
     jsonable,
 )
@@ -64,6 +65,7 @@ ERROR_STATUSES: tuple[tuple[type[WeftError], int, bool], ...] = (
     (WorkflowClaimUnavailableError, 409, True),
     (WorkflowBusyError, 409, True),
     (EngineLeaseUnavailableError, 409, True),
+    (TeardownPendingError, 409, True),
     (UpdateFailedError, 422, False),
     (WorkflowConcurrencyLimitExceededError, 429, True),
     (StorageUnavailableError, 503, True),

@@ -177,7 +177,17 @@ ROUTES: tuple[Route, ...] = (
             ("cancel", "Cancel a workflow (repeating it is harmless)."),
             ("suspend", "Pause a workflow until it is resumed."),
             ("resume", "Resume a suspended workflow, or drive a running one now."),
+            ("retry", "Re-run a failed workflow from its last good step."),
         )
+    ),
+    Route(
+        "purge_workflow",
+        "DELETE",
+        "/workflows/{workflow_id}",
+        "Delete a finished workflow's records now (its idempotency key stays taken).",
+        (200,),
+        "Purged",
+        errors=(400, 404, 409, 500, 503),
     ),
     *SCHEDULE_ROUTES,
     *BULK_ROUTES,

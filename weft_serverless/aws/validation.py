@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from weft_serverless import MAX_WORKFLOW_ID_BYTES
 from weft_serverless.errors import PayloadTooLargeError
 
 from .responses import ApiError, bad_request
@@ -24,7 +25,25 @@ def parse_body(
     raw: str | None, base64_encoded: bool, route: Route, limit: int = MAX_BODY_BYTES
 ) -> dict[str, Any]:
     """The JSON body as a dict of known, well-typed fields; 413 above ``limit`` bytes."""
-    fields = route.body or ()
+    return check_body(read_body(raw, base64_encoded, limit), route)
+
+
+def check_body(data: Mapping[str, Any], route: Route) -> dict[str, Any]:
+    """A decoded body (from HTTP, a command line or a form) checked against the route."""
+    return _check_fields(dict(data), route.body or (), "body")
+
+
+def check_path_param(name: str, value: str) -> str:
+    """A path parameter, already decoded: printable, and an id no longer than ids may be."""
+    if not value or not value.isprintable():
+        raise bad_request(name, "must be printable")
+    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_BYTES:
+        raise bad_request(name, f"over {MAX_WORKFLOW_ID_BYTES} characters")
+    return value
+
+
+def read_body(raw: str | None, base64_encoded: bool, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """An HTTP body as a JSON object: 413 above ``limit`` bytes, 400 when not an object."""
     size = len(raw.encode()) if raw else 0
     if base64_encoded:
         size = size * 3 // 4
@@ -56,11 +75,14 @@ def parse_body(
             ) from None
     if not isinstance(data, dict):
         raise bad_request("body", f"must be a JSON object, not {_json_type(data)}")
-    return _check_fields(data, fields, "body")
+    return data
 
 
-def parse_query(params: Mapping[str, str] | None, route: Route) -> dict[str, Any]:
-    """Query parameters converted to their declared types; unknown ones are refused."""
+def parse_query(params: Mapping[str, Any] | None, route: Route) -> dict[str, Any]:
+    """Query parameters converted to their declared types; unknown ones are refused.
+
+    Values arrive as text from a URL, or already typed from a command line.
+    """
     data: dict[str, Any] = {}
     for name, text in (params or {}).items():
         field = next((f for f in route.query if f.name == name), None)
