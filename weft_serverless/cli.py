@@ -94,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_operator(subcommands)
     _add_schedules(subcommands)
     _add_bulk(subcommands)
+    _add_console(subcommands)
     return parser
 
 
@@ -120,6 +121,12 @@ def _add_bulk(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from weft_serverless.cli_commands import bulk
 
     bulk.add(subcommands)
+
+
+def _add_console(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import console
+
+    console.add(subcommands)
 
 
 # -- weft demo ---------------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""The console's Flask app: one engine, its pages as blueprints, and what every page shares.
+
+The engine is built by the caller (``weft console`` opens the target as the CLI does) and
+kept for the app's life. Pages read through it; actions go through ``actions.perform``. In
+read-only mode the app is given a reader engine and every action is hidden and refused.
+Page modules import ``current_console`` from here when a request runs, never at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, current_app
+
+from weft_serverless import Engine
+
+from . import formatting, run_page, runs_page, schedules_page
+
+CONSOLE_KEY = "weft_console"
+
+
+@dataclass(frozen=True, slots=True)
+class Console:
+    """What the pages need: the engine, what the console looks at, and what it may do."""
+
+    engine: Engine
+    target: str  # "SQLite file weft.db", "DynamoDB table weft-dev at http://...", ...
+    read_only: bool = False
+    drives: bool = False  # built with the workflows: a signal drives the run here
+    refresh_seconds: float = 2.0
+
+
+def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> Flask:
+    """The WSGI app for ``console``: serve it with any WSGI server (``server.serve``)."""
+    app = Flask(__name__)
+    app.config.update(config or {})
+    app.extensions[CONSOLE_KEY] = console
+    formatting.install(app)
+    for page in (runs_page, run_page, schedules_page):
+        app.register_blueprint(page.blueprint)
+
+    @app.context_processor
+    def shared() -> dict[str, Any]:
+        return {"console": console}
+
+    return app
+
+
+def current_console() -> Console:
+    """The console of the app serving the current request."""
+    found: Console = current_app.extensions[CONSOLE_KEY]
+    return found

@@ -1,0 +1,18 @@
+// The little the console needs beyond htmx: check a JSON editor before it is sent.
+document.addEventListener("htmx:confirm", (event) => {
+  const form = event.target.closest("form");
+  if (!form) return;
+  for (const editor of form.querySelectorAll("textarea[data-json]")) {
+    const text = editor.value.trim();
+    if (text === "") continue;
+    try {
+      JSON.parse(text);
+      editor.setCustomValidity("");
+    } catch (error) {
+      editor.setCustomValidity("not JSON: " + error.message);
+      editor.reportValidity();
+      event.preventDefault();
+      return;
+    }
+  }
+});
