@@ -326,6 +326,9 @@ class DevServer:
             "  operator CLI (another shell):",
             f"    WEFT_TABLE_NAME={self.config.table} WEFT_DYNAMODB_ENDPOINT={self.endpoint} "
             "weft list",
+            "  web console (another shell; pip install 'weft-serverless[console]'):",
+            f"    weft console --table {self.config.table} --endpoint-url {self.endpoint} "
+            f"--workflows {self.config.workflows}",
             "Ctrl-C to stop.",
         ]
         if self.config.host not in LOOPBACK:

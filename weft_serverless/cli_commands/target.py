@@ -133,8 +133,13 @@ def load_workflows(module_name: str) -> dict[str, Any]:
 
     from weft_serverless.errors import ConfigurationError
 
+    # The cwd first (as ``python -m`` does), then the source tree beside the package, as
+    # ``weft dev`` does: the ``examples.workflows`` its banner names ships there, not in wheels.
+    source_tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if source_tree not in sys.path:
+        sys.path.append(source_tree)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
