@@ -180,6 +180,12 @@ def test_the_live_fragment_keeps_the_filters(client: FlaskClient, runs: list[str
     assert via_header.get_data(as_text=True) == fragment
 
 
+def test_a_read_only_console_lists_and_counts(make_app: MakeApp, runs: list[str]) -> None:
+    html = make_app(read_only=True).test_client().get("/").get_data(as_text=True)
+    assert _ids(html) == runs
+    assert _count(html, "running") == 3
+
+
 def test_refresh_interval_is_the_consoles(make_app: MakeApp, runs: list[str]) -> None:
     html = make_app(refresh_seconds=0.5).test_client().get("/").get_data(as_text=True)
     assert 'hx-trigger="every 0.5s"' in html

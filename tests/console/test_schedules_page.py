@@ -105,3 +105,6 @@ def test_pause_trigger_resume_in_chromium(
     row.get_by_test_id("schedule-resume").click()
     expect(row.get_by_test_id("outcome")).to_have_text("resumed")
     assert not engine.get_schedule(SCHEDULE_ID).describe().paused
+    engine.get_schedule(SCHEDULE_ID).delete()  # gone behind the page's back: the API's 404
+    row.get_by_test_id("schedule-pause").click()
+    expect(row.get_by_test_id("outcome")).to_contain_text("404 ScheduleNotFoundError")
