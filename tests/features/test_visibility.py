@@ -10,6 +10,7 @@ import pytest
 from feature_support import T0, Opener, make_engine
 from visibility_support import WORKFLOWS, assert_index_matches_state, index_items
 
+from weft_serverless.engine import listing
 from weft_serverless.testing import TestEngine
 
 UTC = datetime.UTC
@@ -121,6 +122,38 @@ def test_count_groups_by_status_type_or_attribute(storage_factory: Opener) -> No
         "cancelled": 1,
     }
     assert te.count(group_by="customer", tags=["vip"], status="running") == {"c-8": 1, "c-7": 1}
+
+
+def test_counts_per_status_read_the_status_keys_alone(
+    storage_factory: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counting by status under status, time and id filters decodes no index item, and
+    agrees with the runs listed (the runs page counts every few seconds)."""
+    te = make_engine(storage_factory, WORKFLOWS)
+    _seed(te)
+    te.signal("order-1", "ship")
+    te.cancel("order-5")
+    filters: list[dict[str, Any]] = [
+        {},
+        {"status": "running"},
+        {"started_after": T0 + 1, "started_before": T0 + 4},
+        {"id_prefix": "order-", "started_after": T0 + 1},
+    ]
+    expected = []
+    for where in filters:
+        counted: dict[str, int] = {}
+        for row in te.list(limit=100, **where):
+            counted[row.status] = counted.get(row.status, 0) + 1
+        expected.append(counted)
+
+    def no_decode(value: bytes) -> dict[str, Any]:
+        raise AssertionError("a count by status decoded an index item")
+
+    monkeypatch.setattr(listing, "decode_item", no_decode)
+    assert [te.count(group_by="status", **where) for where in filters] == expected
+    assert expected[0] == {"running": 5, "completed": 1, "cancelled": 1}
+    assert expected[2] == {"running": 2, "completed": 1}  # order-1, order-2, order-3
+    assert expected[3] == {"running": 3, "completed": 1, "cancelled": 1}
 
 
 def test_status_changes_keep_a_status_and_attribute_filter_right(storage_factory: Opener) -> None:

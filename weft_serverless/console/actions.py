@@ -52,10 +52,31 @@ def perform(
             console.engine, operation, params=params, query=query, body=body, caller=CALLER
         )
     except Exception as exc:
-        error = error_of(exc)
-        message = error.message
-        if error.status >= 500:  # local: the operator may see what went wrong inside
-            log.exception("%s failed", operation)
-            message = f"{type(exc).__name__}: {exc}"
-        return Outcome(False, error.status, error.body(), error.code, message)
+        return refusal(operation, exc)
     return Outcome(True, status, reply)
+
+
+def read(
+    operation: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    query: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """Carry out a reading ``operation`` (list, count, describe): allowed in read-only mode."""
+    from .app import current_console
+
+    try:
+        status, reply = call(current_console().engine, operation, params=params, query=query)
+    except Exception as exc:
+        return refusal(operation, exc)
+    return Outcome(True, status, reply)
+
+
+def refusal(operation: str, exc: Exception) -> Outcome:
+    """The outcome of ``operation`` failing with ``exc``: the API's status, code and message."""
+    error = error_of(exc)
+    message = error.message
+    if error.status >= 500:  # local: the operator may see what went wrong inside
+        log.exception("%s failed", operation)
+        message = f"{type(exc).__name__}: {exc}"
+    return Outcome(False, error.status, error.body(), error.code, message)

@@ -16,3 +16,13 @@ document.addEventListener("htmx:confirm", (event) => {
     }
   }
 });
+
+// A refused action answers 4xx with its outcome as HTML: show it where the operator clicked
+// (htmx drops error answers by default).
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const status = event.detail.xhr.status;
+  if (status >= 400 && event.detail.xhr.responseText) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
