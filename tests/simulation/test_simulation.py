@@ -24,7 +24,7 @@ CI_SCHEDULES = 1500
 """Schedules per CI run (about 2 minutes of CPU): every defect of the revert proof fails a seed
 within it (docs/simulation.md). Scale a soak with the CLI."""
 
-SHARES = {"memory": 0.75, "sqlite": 0.245, "dynamodb": 0.0027}
+SHARES = {"memory": 0.877, "sqlite": 0.12, "dynamodb": 0.0027}
 STEPS = {"memory": 60, "sqlite": 60, "dynamodb": 20}
 FIRST_SEED = {"memory": 0, "sqlite": 100_000, "dynamodb": 200_000}
 CHUNK = 100  # seeds per test item, so a failure names a small range
