@@ -69,6 +69,7 @@ def cmd_console(args: argparse.Namespace) -> int:
             "pip install 'weft-serverless[console]'"
         ) from None
     workflows = load_workflows(args.workflows) if args.workflows else None
+    samples = _samples(args.workflows) if args.workflows else {}
     with operator_engine(args, writes=not args.read_only, workflows=workflows) as engine:
         console = Console(
             engine=engine,
@@ -76,6 +77,7 @@ def cmd_console(args: argparse.Namespace) -> int:
             read_only=bool(args.read_only),
             drives=workflows is not None,
             refresh_seconds=float(args.refresh),
+            samples=samples,
         )
         server = bind(create_app(console), args.host, args.port)
 
@@ -87,6 +89,14 @@ def cmd_console(args: argparse.Namespace) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             serve(server, ready)
     return 0
+
+
+def _samples(module_name: str) -> dict[str, Any]:
+    """The module's ``SAMPLES`` (an input per workflow type), which fills the start form."""
+    import importlib
+
+    samples = getattr(importlib.import_module(module_name), "SAMPLES", None)
+    return dict(samples) if isinstance(samples, dict) else {}
 
 
 def target_label(args: Any) -> str:

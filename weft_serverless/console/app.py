@@ -9,14 +9,14 @@ Page modules import ``current_console`` from here when a request runs, never at 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flask import Flask, current_app
 
 from weft_serverless import Engine
 
-from . import formatting, run_page, runs_page, schedules_page
+from . import formatting, run_page, runs_page, schedules_page, start_form
 
 CONSOLE_KEY = "weft_console"
 
@@ -30,6 +30,7 @@ class Console:
     read_only: bool = False
     drives: bool = False  # built with the workflows: a signal drives the run here
     refresh_seconds: float = 2.0
+    samples: Mapping[str, Any] = field(default_factory=dict)  # an input per type, to start
 
 
 def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> Flask:
@@ -38,7 +39,7 @@ def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> 
     app.config.update(config or {})
     app.extensions[CONSOLE_KEY] = console
     formatting.install(app)
-    for page in (runs_page, run_page, schedules_page):
+    for page in (runs_page, run_page, schedules_page, start_form):
         app.register_blueprint(page.blueprint)
 
     @app.context_processor

@@ -26,3 +26,17 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     event.detail.isError = false;
   }
 });
+
+// Starting a run: picking a type fills the input with the workflows module's sample, if any.
+document.addEventListener("change", (event) => {
+  const select = event.target.closest("select[data-samples]");
+  if (!select) return;
+  const samples = JSON.parse(select.dataset.samples || "{}");
+  const input = select.form.querySelector("textarea[name=input]");
+  if (input && select.value in samples) input.value = JSON.stringify(samples[select.value], null, 2);
+});
+document.addEventListener("DOMContentLoaded", () => {
+  for (const select of document.querySelectorAll("select[data-samples]")) {
+    select.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+});
