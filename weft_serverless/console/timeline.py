@@ -1,0 +1,118 @@
+"""A run as its page shows it: the inspection and the event log joined into timeline rows.
+
+The engine's read model (``inspect_workflow``) knows each step slot's state, and its event
+log knows when signals, updates and children arrived. The page needs both on one
+row, plus where on the run's span each step sits, so the Gantt-like bars are plain CSS
+percentages computed here, on the server, and no script draws anything.
+
+Only committed times are stored (ADR 0032): a step's start is not, so a step is taken to
+start when the step before it committed (or the run started), which is when the workflow
+code yielded it. Branches of an ``all``/``race`` start with their parent step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from weft_serverless import Engine, TimelineStep, WorkflowInspection, inspect_workflow
+
+TERMINAL = frozenset({"completed", "failed", "cancelled", "timed-out"})
+MIN_BAR_PERCENT = 0.6
+"""A step that took no measurable time still gets a sliver of bar, so it can be seen."""
+EVENT_LIMIT = 1000
+"""Events read for one page (the engine's largest page); a run with more shows the first."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """Where a step's bar sits on the run's span, in percent of it."""
+
+    left: float
+    width: float
+    open: bool  # still going: drawn up to now
+
+
+@dataclass(slots=True)
+class Row:
+    """One timeline row: the step, its failed attempts, its time and its bar."""
+
+    step: TimelineStep
+    depth: int
+    started_at: float
+    ended_at: float | None
+    bar: Bar
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def activity(self) -> str | None:
+        """The activity a ``run:<name>`` step runs."""
+        operation = self.step.operation
+        return operation[len("run:") :] if operation.startswith("run:") else None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended_at is None else max(0.0, self.ended_at - self.started_at)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """Everything the run page renders, read at ``now`` (engine time)."""
+
+    inspection: WorkflowInspection
+    rows: tuple[Row, ...]
+    events: tuple[dict[str, Any], ...]
+    now: float
+    span_start: float
+    span_end: float
+
+    @property
+    def run(self) -> Any:
+        return self.inspection.description
+
+    @property
+    def terminal(self) -> bool:
+        return self.inspection.description.status in TERMINAL
+
+
+def read_run(engine: Engine, workflow_id: str) -> RunView:
+    """The run's view (two partition reads). Raises ``WorkflowNotFoundError``."""
+    inspection = inspect_workflow(engine, workflow_id)
+    events = tuple(engine.events(workflow_id, limit=EVENT_LIMIT))
+    now = engine.runtime.clock()
+    return build(inspection, events, now)
+
+
+def build(inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], now: float) -> RunView:
+    """Join the inspection and the events into rows placed on the run's span."""
+    run = inspection.description
+    steps = inspection.history.steps
+    start = run.created_at
+    terminal = run.status in TERMINAL
+    committed = [s.committed_at for s in steps if s.committed_at is not None]
+    end = max([run.updated_at if terminal else now, *committed])
+    span = max(end - start, 1e-9)
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    for failure in inspection.history.failed_attempts:
+        attempts.setdefault(str(failure.get("slot")), []).append(failure)
+    commits = {s.index: s.committed_at for s in steps if not s.branch and s.committed_at}
+    rows = []
+    for step in steps:
+        before = [at for index, at in commits.items() if index < step.index and at is not None]
+        began = max([start, *before])
+        ended = step.committed_at
+        stop = ended if ended is not None else (end if terminal else now)
+        left = min(100.0, max(0.0, (began - start) / span * 100))
+        width = max(MIN_BAR_PERCENT, min(100.0 - left, (stop - began) / span * 100))
+        rows.append(
+            Row(
+                step=step,
+                depth=step.slot.count("."),
+                started_at=began,
+                ended_at=ended,
+                bar=Bar(round(left, 2), round(width, 2), ended is None and not terminal),
+                attempts=attempts.get(step.slot, []),
+            )
+        )
+    return RunView(inspection, tuple(rows), events, now, start, end)
+
