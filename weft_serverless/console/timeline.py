@@ -31,6 +31,7 @@ class Bar:
     left: float
     width: float
     open: bool  # still going: drawn up to now
+    due: float | None = None  # where its timer or retry falls due
 
 
 @dataclass(slots=True)
@@ -83,14 +84,17 @@ def read_run(engine: Engine, workflow_id: str) -> RunView:
     return build(inspection, events, now)
 
 
-def build(inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], now: float) -> RunView:
+def build(
+    inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], now: float
+) -> RunView:
     """Join the inspection and the events into rows placed on the run's span."""
     run = inspection.description
     steps = inspection.history.steps
     start = run.created_at
     terminal = run.status in TERMINAL
     committed = [s.committed_at for s in steps if s.committed_at is not None]
-    end = max([run.updated_at if terminal else now, *committed])
+    due = [s.due_at for s in steps if s.due_at is not None and not s.committed]
+    end = max([run.updated_at, *committed] if terminal else [now, *committed, *due])
     span = max(end - start, 1e-9)
     attempts: dict[str, list[dict[str, Any]]] = {}
     for failure in inspection.history.failed_attempts:
@@ -102,17 +106,19 @@ def build(inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], no
         began = max([start, *before])
         ended = step.committed_at
         stop = ended if ended is not None else (end if terminal else now)
-        left = min(100.0, max(0.0, (began - start) / span * 100))
+        left = min(100.0 - MIN_BAR_PERCENT, max(0.0, (began - start) / span * 100))
         width = max(MIN_BAR_PERCENT, min(100.0 - left, (stop - began) / span * 100))
+        mark = None
+        if step.due_at is not None and not step.committed and not terminal:
+            mark = round(min(100.0, max(0.0, (step.due_at - start) / span * 100)), 2)
         rows.append(
             Row(
                 step=step,
                 depth=step.slot.count("."),
                 started_at=began,
                 ended_at=ended,
-                bar=Bar(round(left, 2), round(width, 2), ended is None and not terminal),
+                bar=Bar(round(left, 2), round(width, 2), ended is None and not terminal, mark),
                 attempts=attempts.get(step.slot, []),
             )
         )
     return RunView(inspection, tuple(rows), events, now, start, end)
-
