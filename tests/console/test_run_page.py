@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-
 from run_html import find, text, texts
 
 from examples.approval import SAMPLE_INPUT as APPROVAL
