@@ -141,12 +141,16 @@ def test_a_completed_run_refuses(
     assert refreshed_status(answer) == "completed"
 
 
-def test_retry_of_a_failed_run_sets_it_running(client: FlaskClient, engine: Engine) -> None:
+def test_retry_of_a_failed_run_runs_its_failed_step_again(
+    client: FlaskClient, engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
     engine.start("order", {**SAMPLE_ORDER, "card_last4": "0000"}, id="declined")
     assert engine.describe("declined").status == "failed"
     answer = act(client, "declined", "retry")
-    assert text(answer, "outcome") == "retry: done; the run is running"
-    assert refreshed_status(answer) == "running"  # from its failed step, woken up next pass
+    # The console's engine drives: the charge ran again at once, and was declined again.
+    assert text(answer, "outcome") == "retry: done; the run is failed"
+    declines = [r for r in caplog.records if "'charge_payment' failed on attempt 1" in r.message]
+    assert len(declines) == 2
 
 
 def test_purge_refuses_a_running_run_and_deletes_a_finished_one(
