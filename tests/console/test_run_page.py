@@ -17,6 +17,7 @@ from run_html import find, text, texts
 from examples.approval import SAMPLE_INPUT as APPROVAL
 from examples.batch import SAMPLE_INPUT as BATCH
 from examples.order import SAMPLE_ORDER
+from examples.workflows import workflows as example_workflows
 from weft_serverless import (
     Concurrency,
     Engine,
@@ -289,3 +290,33 @@ def test_an_id_with_slashes_has_its_page(client: FlaskClient, engine: Engine) ->
     engine.start("order", SAMPLE_ORDER, id="orders/2026/A-1")
     assert text(html_of(client, "/runs/orders/2026/A-1"), "run-id") == "orders/2026/A-1"
     assert "hx-trigger" in html_of(client, "/runs/orders/2026/A-1/section")
+
+
+def test_an_input_offloaded_to_s3_is_folded_and_fetched_on_demand(clock: VirtualClock) -> None:
+    """On DynamoDB with S3 offload the state item holds a pointer; the page still folds the
+    input and its endpoint serves it whole, read back through the adapter."""
+    import boto3
+
+    from weft_serverless.storage import keys
+    from weft_serverless.storage.dynamodb_items import key_attributes
+    from weft_serverless.testing_moto import moto_dynamodb
+
+    note = "y" * 40_000 + "THE-END"  # over the 32 KiB offload threshold
+    with moto_dynamodb() as moto:
+        s3 = boto3.client("s3", region_name=moto.region)
+        s3.create_bucket(Bucket="weft-values")
+        storage = moto.storage(s3_client=s3, offload_bucket="weft-values")
+        engine = Engine.create(
+            storage, example_workflows, clock=clock, background_tasks="manual", recover=False
+        )
+        engine.start("order", {**SAMPLE_ORDER, "note": note}, id="big")
+        item = moto.client.get_item(
+            TableName=storage.table_name, Key=key_attributes(keys.state_key("big"))
+        )["Item"]
+        assert "s3" in item and "v" not in item  # the state lives in S3
+        client = create_app(Console(engine, "t"), config={"TESTING": True}).test_client()
+        html = html_of(client, "/runs/big")
+        assert "THE-END" not in html and len(html) < 20_000
+        assert len(find(html, "value-input")) == 1
+        assert "THE-END" in text(html_of(client, "/runs/big/value/input"), "value-full")
+        engine.close()
