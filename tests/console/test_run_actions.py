@@ -69,6 +69,10 @@ def test_a_payload_that_is_not_json_is_refused_before_anything_is_sent(
         "400 InvalidArgumentError: payload: is not valid JSON (Expecting property name"
     )
     assert refreshed_status(answer) == "running"
+    answer = act(client, "o1", "signal", name="ship", payload='{"carrier": NaN}')
+    assert text(answer, "outcome") == (
+        "400 InvalidArgumentError: payload: is not valid JSON (NaN is not a JSON value)"
+    )
     answer = act(client, "o1", "signal", name="", payload="")  # the API's own check
     assert text(answer, "outcome").startswith("400 InvalidArgumentError: name")
     description = engine.describe("o1")

@@ -233,6 +233,8 @@ def test_teardown_shows_each_finalizer(probe: tuple[Engine, FlaskClient]) -> Non
     engine.cancel("p1")
     html = html_of(client, "/runs/p1")
     assert text(html, "teardown-status") == "pending"
+    # Cancelled, but its teardown is not over: the section keeps refreshing.
+    assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s"
     assert texts(html, "finalizer-row") == [
         '1 undo pending 1 {"type":"RuntimeError","message":"undo broke"}'
     ]

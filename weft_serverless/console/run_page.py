@@ -23,7 +23,7 @@ from typing import Any
 from flask import Blueprint, abort, render_template, request
 
 from weft_serverless import Engine, WorkflowNotFoundError, jsonable
-from weft_serverless.aws.responses import bad_request, error_of
+from weft_serverless.aws.responses import bad_request
 
 from . import actions, formatting
 from .actions import Outcome
@@ -88,7 +88,7 @@ def act(workflow_id: str, action: str) -> str:
         try:
             body.update(_json_field(field, request.form.get(field, "")))
         except ValueError as exc:
-            refused = error_of(bad_request(field, str(exc)))
+            refused = bad_request(field, str(exc))
             outcome = Outcome(False, refused.status, refused.body(), refused.code, refused.message)
             return _answer(workflow_id, action, outcome)
     else:
@@ -101,9 +101,14 @@ def _json_field(field: str, text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        return {field: json.loads(text)}
+        return {field: json.loads(text, parse_constant=_not_json)}
     except ValueError as exc:
         raise ValueError(f"is not valid JSON ({exc})") from None
+
+
+def _not_json(constant: str) -> Any:
+    """NaN and Infinity, which Python's parser accepts and JSON (and the API) do not."""
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _answer(workflow_id: str, action: str, outcome: Outcome) -> str:

@@ -15,9 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless import Engine, TimelineStep, WorkflowInspection, inspect_workflow
+from weft_serverless import (
+    Engine,
+    TimelineStep,
+    WorkflowDescription,
+    WorkflowInspection,
+    inspect_workflow,
+)
 
-TERMINAL = frozenset({"completed", "failed", "cancelled", "timed-out"})
 MIN_BAR_PERCENT = 0.6
 """A step that took no measurable time still gets a sliver of bar, so it can be seen."""
 EVENT_LIMIT = 1000
@@ -68,16 +73,24 @@ class RunView:
     span_end: float
 
     @property
-    def run(self) -> Any:
+    def run(self) -> WorkflowDescription:
         return self.inspection.description
 
     @property
     def terminal(self) -> bool:
-        return self.inspection.description.status in TERMINAL
+        return self.run.is_terminal
+
+    @property
+    def settled(self) -> bool:
+        """Nothing more will change on its own: it ended, and its teardown (if any) is done."""
+        teardown = self.run.teardown
+        return self.terminal and (teardown is None or teardown.get("status") == "completed")
 
 
 def read_run(engine: Engine, workflow_id: str) -> RunView:
-    """The run's view (two partition reads). Raises ``WorkflowNotFoundError``."""
+    """The run's view: its state, its partition and its events read once each (the page's
+    cost does not grow with the number of runs in the store). Raises
+    ``WorkflowNotFoundError``."""
     inspection = inspect_workflow(engine, workflow_id)
     events = tuple(engine.events(workflow_id, limit=EVENT_LIMIT))
     now = engine.runtime.clock()
@@ -91,7 +104,7 @@ def build(
     run = inspection.description
     steps = inspection.history.steps
     start = run.created_at
-    terminal = run.status in TERMINAL
+    terminal = run.is_terminal
     committed = [s.committed_at for s in steps if s.committed_at is not None]
     due = [s.due_at for s in steps if s.due_at is not None and not s.committed]
     end = max([run.updated_at, *committed] if terminal else [now, *committed, *due])
@@ -102,7 +115,7 @@ def build(
     commits = {s.index: s.committed_at for s in steps if not s.branch and s.committed_at}
     rows = []
     for step in steps:
-        before = [at for index, at in commits.items() if index < step.index and at is not None]
+        before = [at for index, at in commits.items() if index < step.index]
         began = max([start, *before])
         ended = step.committed_at
         stop = ended if ended is not None else (end if terminal else now)
