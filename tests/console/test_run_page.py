@@ -27,6 +27,7 @@ from weft_serverless import (
     current_activity,
     workflow,
 )
+from weft_serverless.console import timeline
 from weft_serverless.console.app import Console, create_app
 from weft_serverless.console.formatting import FOLD_CHARS, compact
 from weft_serverless.testing import VirtualClock
@@ -226,6 +227,20 @@ def test_events_list_signals_updates_and_the_end(client: FlaskClient, engine: En
     engine.signal("o1", "ship", {"carrier": "express"})
     received = [e for e in find(html_of(client, "/runs/o1"), "event-row")][3]
     assert received.text == "2026-01-01 00:00:00 signal.received step 3 signal:ship"
+
+
+def test_a_long_event_log_says_where_the_rest_is(
+    client: FlaskClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.start("order", SAMPLE_ORDER, id="o1")
+    assert "events-cut" not in html_of(client, "/runs/o1")
+    monkeypatch.setattr(timeline, "EVENT_LIMIT", 2)
+    html = html_of(client, "/runs/o1")
+    assert len(find(html, "event-row")) == 2
+    last = engine.events("o1", limit=2)[-1]["event_id"]
+    assert text(html, "events-cut") == (
+        f"The first 2 events; weft events o1 --after '{last}' lists the rest."
+    )
 
 
 def test_teardown_shows_each_finalizer(probe: tuple[Engine, FlaskClient]) -> None:

@@ -81,6 +81,11 @@ class RunView:
         return self.run.is_terminal
 
     @property
+    def events_cut(self) -> bool:
+        """Only the first ``EVENT_LIMIT`` events are shown (``weft events`` pages the rest)."""
+        return len(self.events) >= EVENT_LIMIT
+
+    @property
     def settled(self) -> bool:
         """Nothing more will change on its own: it ended, and its teardown (if any) is done."""
         teardown = self.run.teardown
