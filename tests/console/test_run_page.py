@@ -206,6 +206,7 @@ def test_retries_heartbeats_and_failed_attempts(probe: tuple[Engine, FlaskClient
     ]
     assert text(flaky, "step-heartbeat") == 'heartbeat of attempt 2, in 0 ms: {"page":3}'
     assert text(flaky, "step-due") == "due in 30.0 s"
+    assert find(flaky, "step-detail") == []  # the lines above say all its detail says
 
 
 def test_events_list_signals_updates_and_the_end(client: FlaskClient, engine: Engine) -> None:
@@ -248,6 +249,12 @@ def test_teardown_shows_each_finalizer(probe: tuple[Engine, FlaskClient]) -> Non
     engine.cancel("p1")
     html = html_of(client, "/runs/p1")
     assert text(html, "teardown-status") == "pending"
+    assert text(html, "teardown").startswith(
+        "teardown pending (after the run cancelled); next attempt in 1.0 s"
+    )
+    flaky = rows_of(html)[1]  # its detail now says why it stopped; the heartbeat stays apart
+    assert text(flaky, "step-detail") == "the run was cancelled while it waited"
+    assert text(flaky, "step-heartbeat").startswith("heartbeat of attempt 2")
     # Cancelled, but its teardown is not over: the section keeps refreshing.
     assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s"
     assert texts(html, "finalizer-row") == [

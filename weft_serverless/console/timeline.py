@@ -57,6 +57,20 @@ class Row:
         return operation[len("run:") :] if operation.startswith("run:") else None
 
     @property
+    def note(self) -> str:
+        """The inspection's one-line detail, less what the row shows in its own lines: a
+        retrying step's failed attempts and due time, and its heartbeat."""
+        step = self.step
+        if step.status == "retrying" and self.attempts:
+            return ""
+        detail = step.detail
+        if step.heartbeat is not None:
+            beat = step.heartbeat
+            said = f"heartbeat of attempt {beat['attempt']}: {beat['details']!r}"
+            detail = detail.replace(f"; {said}", "").replace(said, "")
+        return detail
+
+    @property
     def duration(self) -> float | None:
         return None if self.ended_at is None else max(0.0, self.ended_at - self.started_at)
 
