@@ -19,13 +19,15 @@ from weft_serverless import Engine
 from weft_serverless.console.app import Console, create_app
 from weft_serverless.testing import VirtualClock
 
+HTMX = {"HX-Request": "true"}
+"""The header htmx sends with every request it makes."""
 ACTIONS = ("signal", "update", "query", "suspend", "resume", "retry", "cancel", "purge")
 
 
 def act(client: FlaskClient, workflow_id: str, action: str, **form: str) -> str:
     """Post ``action`` as the page's htmx does; refusals are answered 200 too, so htmx
     swaps them in where the operator clicked."""
-    response = client.post(f"/runs/{workflow_id}/act/{action}", data=form)
+    response = client.post(f"/runs/{workflow_id}/act/{action}", data=form, headers=HTMX)
     assert response.status_code == 200, response.data[:400]
     return response.get_data(as_text=True)
 
@@ -173,7 +175,17 @@ def test_purge_refuses_a_running_run_and_deletes_a_finished_one(
 def test_an_action_on_an_unknown_run_or_an_unknown_action(client: FlaskClient) -> None:
     answer = act(client, "ghost", "cancel")
     assert text(answer, "outcome").startswith("404 WorkflowNotFoundError:")
-    assert client.post("/runs/ghost/act/explode").status_code == 404
+    assert client.post("/runs/ghost/act/explode", headers=HTMX).status_code == 404
+
+
+def test_a_cross_site_post_is_refused_before_anything_is_done(
+    client: FlaskClient, engine: Engine
+) -> None:
+    """A form another site makes the browser post carries no HX-Request header."""
+    engine.start("reminder", REMINDER, id="r1")
+    response = client.post("/runs/r1/act/cancel", headers={"Origin": "https://evil.example"})
+    assert response.status_code == 403
+    assert engine.describe("r1").status == "running"
 
 
 @pytest.mark.parametrize(
