@@ -76,6 +76,26 @@ def test_buffered_signals_are_counted_by_name(storage_factory: Opener) -> None:
     assert history is not None and dict(history.buffered_signals) == {"go": 2}
 
 
+def _parent(ctx: Any, _: Any) -> Generator[Any, Any, str]:
+    result: str = yield ctx.start_child("nap", id="nap-kid")
+    return result
+
+
+def test_a_child_step_names_its_child_parked_and_committed(storage_factory: Opener) -> None:
+    te = TestEngine(
+        {**NAP, "parent": workflow("parent").execute(_parent)}, storage=storage_factory()
+    )
+    te.start("parent", id="mum")
+    parked = inspect_workflow(te.engine, "mum").history.steps[0]
+    assert (parked.operation, parked.status, parked.child_id) == ("child", "waiting", "nap-kid")
+    te.advance(3600)
+    te.signal("nap-kid", "go", 1)
+    te.advance(1)
+    done = inspect_workflow(te.engine, "mum").history.steps[0]
+    assert (done.operation, done.status, done.child_id) == ("child:nap", "ok", "nap-kid")
+    assert "child_id" not in done.as_json()  # ``weft show --json`` prints what it printed
+
+
 def test_owner_and_epoch_under_workflow_lease(storage_factory: Opener) -> None:
     storage = storage_factory()
     if not storage.capabilities().conditional_batch:

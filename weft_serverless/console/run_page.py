@@ -1,12 +1,172 @@
-"""A run's page: its state, its step timeline and the actions an operator may take on it."""
+"""A run's page: its state, its step timeline and the actions an operator may take on it.
+
+The page is one server-rendered section (header, timeline, events, teardown) that htmx
+reloads every ``refresh_seconds`` while the run is not finished, and a panel of actions
+outside it, so a payload being typed survives a refresh. Each action posts here, goes
+through ``actions.perform`` (the API's own validation and refusals) and answers with its
+outcome plus the refreshed section, swapped in out of band.
+
+Values longer than ``formatting.FOLD_CHARS`` are folded: the page carries their first
+characters only, and the whole value is fetched when the operator opens it, so a large
+input (possibly offloaded to S3) does not weigh on every refresh.
+
+Sub-resources hang under the run's path (``/runs/<id>/section``, ``/value/<which>``,
+``/act/<action>``): an id that itself ends in one of those suffixes is shown by its page
+but its sub-resources are unreachable, a corner not worth a second URL scheme.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
+import json
+from typing import Any
+
+from flask import Blueprint, abort, render_template, request
+
+from weft_serverless import Engine, WorkflowNotFoundError, jsonable
+from weft_serverless.aws.responses import bad_request
+
+from . import actions, formatting
+from .actions import Outcome
+from .timeline import RunView, read_run
 
 blueprint = Blueprint("run", __name__, url_prefix="/runs")
 
+VALUES = ("input", "result", "error")
+"""The run's values the page folds and serves on demand."""
+PLAIN = {
+    "cancel": "cancel_workflow",
+    "suspend": "suspend_workflow",
+    "resume": "resume_workflow",
+    "retry": "retry_workflow",
+    "purge": "purge_workflow",
+}
+"""Actions with no fields: the button's name and the API operation it performs."""
+NAMED = {"signal": "signal_workflow", "update": "update_workflow", "query": "query_workflow"}
+"""Actions with a name and a JSON value: the form's name and its operation."""
+VALUE_FIELD = {"signal": "payload", "update": "payload", "query": "arg"}
+"""The body field each named action's JSON goes in, as the route table names it."""
+
+
+@blueprint.before_request
+def refuse_cross_site_posts() -> tuple[str, int] | None:
+    """Act only on posts made by the console's own page. A page on any other site can make
+    the operator's browser post a form to the console on loopback (a cross-site request
+    forgery), but cannot add a header such as htmx's ``HX-Request`` without a CORS
+    preflight, which the console never approves."""
+    if request.method == "POST" and request.headers.get("HX-Request") != "true":
+        return "refused: actions are posted by the console's own page (HX-Request)", 403
+    return None
+
 
 @blueprint.get("/<path:workflow_id>")
-def show(workflow_id: str) -> str:
-    return render_template("run.html", workflow_id=workflow_id)
+def show(workflow_id: str) -> tuple[str, int]:
+    view = _view_or_none(workflow_id)
+    if view is None:
+        return render_template("run_missing.html", workflow_id=workflow_id), 404
+    return render_template("run.html", view=view, workflow_id=workflow_id), 200
+
+
+@blueprint.get("/<path:workflow_id>/section")
+def section(workflow_id: str) -> str:
+    """The run section alone, for the live refresh."""
+    return _section(workflow_id)
+
+
+@blueprint.get("/<path:workflow_id>/value/<which>")
+def value(workflow_id: str, which: str) -> str:
+    """One of the run's values in full, when the operator unfolds it."""
+    if which not in VALUES:
+        abort(404)
+    try:
+        run = _engine().describe(workflow_id)
+    except WorkflowNotFoundError:
+        abort(404)
+    return render_template("_value_full.html", value=getattr(run, which))
+
+
+@blueprint.post("/<path:workflow_id>/act/<action>")
+def act(workflow_id: str, action: str) -> str:
+    """Carry out ``action`` on the run; answer its outcome and the refreshed section."""
+    params = {"workflow_id": workflow_id}
+    body: dict[str, Any] | None = None
+    if action in PLAIN:
+        operation = PLAIN[action]
+    elif action in NAMED:
+        operation = NAMED[action]
+        params["name"] = request.form.get("name", "").strip()
+        field = VALUE_FIELD[action]
+        body = {}
+        try:
+            body.update(_json_field(field, request.form.get(field, "")))
+        except ValueError as exc:
+            refused = bad_request(field, str(exc))
+            outcome = Outcome(False, refused.status, refused.body(), refused.code, refused.message)
+            return _answer(workflow_id, action, outcome)
+    else:
+        abort(404)
+    return _answer(workflow_id, action, actions.perform(operation, params=params, body=body))
+
+
+def _json_field(field: str, text: str) -> dict[str, Any]:
+    """The form's JSON text as the body field ``field``; nothing when left empty."""
+    if not text.strip():
+        return {}
+    try:
+        return {field: json.loads(text, parse_constant=_not_json)}
+    except ValueError as exc:
+        raise ValueError(f"is not valid JSON ({exc})") from None
+
+
+def _not_json(constant: str) -> Any:
+    """NaN and Infinity, which Python's parser accepts and JSON (and the API) do not."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _answer(workflow_id: str, action: str, outcome: Outcome) -> str:
+    result = None
+    if outcome.ok and action in ("update", "query") and isinstance(outcome.body, dict):
+        result = jsonable(outcome.body.get("result"))
+    return render_template(
+        "_run_answer.html",
+        outcome=outcome,
+        done=_done(action, outcome),
+        result=result,
+        has_result=result is not None or (outcome.ok and action in ("update", "query")),
+        section=_section(workflow_id, oob=True),
+    )
+
+
+def _done(action: str, outcome: Outcome) -> str:
+    """What a successful action says, with the run's status when the API answered it."""
+    body = outcome.body if isinstance(outcome.body, dict) else {}
+    if action == "purge":
+        return "purged: the run and its history are gone"
+    if action in ("update", "query"):
+        return f"{action} {body.get(action, '')!s} answered"
+    status = body.get("status")
+    said = f"{action} sent" if action == "signal" else f"{action}: done"
+    return f"{said}; the run is {status}" if status else said
+
+
+def _section(workflow_id: str, *, oob: bool = False) -> str:
+    view = _view_or_none(workflow_id)
+    return render_template("_run_section.html", view=view, workflow_id=workflow_id, oob=oob)
+
+
+def _view_or_none(workflow_id: str) -> RunView | None:
+    try:
+        return read_run(_engine(), workflow_id)
+    except WorkflowNotFoundError:
+        return None
+
+
+def _engine() -> Engine:
+    from .app import current_console  # at request time: the app module imports this one
+
+    return current_console().engine
+
+
+@blueprint.app_template_filter("fold")
+def fold(value: Any) -> str:
+    """The first ``FOLD_CHARS`` characters of a folded value's one-line JSON."""
+    return formatting.compact(value)[: formatting.FOLD_CHARS]

@@ -98,6 +98,7 @@ class TimelineStep:
     committed_at: float | None = None
     timer: str | None = None
     heartbeat: dict[str, Any] | None = None  # the newest stored: attempt, at, details
+    child_id: str | None = None  # the child workflow a child step started
 
     @property
     def index(self) -> int:
@@ -244,6 +245,7 @@ def timeline(history: History) -> list[TimelineStep]:
             step.detail = "async activity: waiting for complete/fail"
         elif "child_id" in record:
             step.operation, step.detail = "child", f"waiting for child {record['child_id']}"
+            step.child_id = str(record["child_id"])
         elif record.get("timer"):
             step.timer = timer_kind(str(record["timer"][1]).rsplit("#", 1)[-1])
             step.detail = step.timer
@@ -364,6 +366,8 @@ def _committed(slot: str, record: dict[str, Any], history: History, label: str) 
     pending = history.pending.get(slot) or {}
     step = TimelineStep(slot, label, signature, "ok", attempts=attempts, due_at=pending.get("due"))
     step.committed_at = record.get("at")
+    if pending.get("child_id") is not None:
+        step.child_id = str(pending["child_id"])
     if record.get("ok", True) is False:
         step.status = "failed"
         step.error = record.get("err")

@@ -1,0 +1,49 @@
+"""The run page in headless Chromium: read a parked order's timeline, send it the signal it
+waits for and watch it complete, cancel a parked run. Details are tested through Flask's
+test client (test_run_page.py, test_run_actions.py); these prove the page works in a browser
+(htmx posts, confirmations, out-of-band swaps)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import expect
+
+from examples.order import SAMPLE_ORDER
+from examples.reminder import SAMPLE_INPUT as REMINDER
+from weft_serverless import Engine
+
+
+def test_a_parked_order_shows_its_timeline(page: Any, live_url: str, engine: Engine) -> None:
+    engine.start("order", SAMPLE_ORDER, id="order-1")
+    page.goto(f"{live_url}runs/order-1")
+    expect(page.get_by_test_id("run-status")).to_have_text("running")
+    rows = page.get_by_test_id("step-row")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0).get_by_test_id("step-activity")).to_have_text("reserve_inventory")
+    expect(rows.nth(1).get_by_test_id("step-activity")).to_have_text("charge_payment")
+    expect(rows.nth(2).get_by_test_id("step-operation")).to_have_text("signal:ship")
+    expect(rows.nth(2).get_by_test_id("step-status")).to_have_text("waiting")
+
+
+def test_a_signal_sent_from_the_page_completes_the_order(
+    page: Any, live_url: str, engine: Engine
+) -> None:
+    engine.start("order", SAMPLE_ORDER, id="order-1")
+    page.goto(f"{live_url}runs/order-1")
+    page.get_by_test_id("signal-name").fill("ship")
+    page.get_by_test_id("signal-payload").fill('{"carrier": "express"}')
+    page.get_by_test_id("signal-send").click()
+    expect(page.get_by_test_id("outcome")).to_have_text("signal sent; the run is completed")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    expect(page.get_by_test_id("step-row")).to_have_count(5)
+    assert engine.describe("order-1").result["carrier"] == "express"
+
+
+def test_a_parked_run_is_cancelled_from_its_page(page: Any, live_url: str, engine: Engine) -> None:
+    engine.start("reminder", REMINDER, id="rem-1")
+    page.goto(f"{live_url}runs/rem-1")
+    expect(page.get_by_test_id("run-status")).to_have_text("running")
+    page.get_by_test_id("action-cancel").click()  # the fixture accepts the confirmation
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled")
+    assert engine.describe("rem-1").status == "cancelled"
