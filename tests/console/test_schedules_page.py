@@ -15,6 +15,8 @@ from weft_serverless import Engine
 
 MakeApp = Callable[..., Flask]
 
+HTMX = {"HX-Request": "true"}
+
 
 @pytest.fixture
 def schedules(engine: Engine) -> list[str]:
@@ -40,14 +42,14 @@ def test_lists_every_schedule(client: FlaskClient, engine: Engine, schedules: li
 
 
 def test_pause_then_resume(client: FlaskClient, engine: Engine, schedules: list[str]) -> None:
-    paused = client.post(f"/schedules/{SCHEDULE_ID}/pause")
+    paused = client.post(f"/schedules/{SCHEDULE_ID}/pause", headers=HTMX)
     html = paused.get_data(as_text=True)
     assert paused.status_code == 200
     assert engine.get_schedule(SCHEDULE_ID).describe().paused
     assert 'data-testid="schedule-paused"' in html and 'data-testid="schedule-resume"' in html
     assert '<div class="outcome ok" role="status" data-testid="outcome">paused</div>' in html
     assert html.count("<tr") == 1  # the row alone, to swap in place
-    resumed = client.post(f"/schedules/{SCHEDULE_ID}/resume")
+    resumed = client.post(f"/schedules/{SCHEDULE_ID}/resume", headers=HTMX)
     assert resumed.status_code == 200
     assert not engine.get_schedule(SCHEDULE_ID).describe().paused
     assert 'data-testid="schedule-pause"' in resumed.get_data(as_text=True)
@@ -56,7 +58,7 @@ def test_pause_then_resume(client: FlaskClient, engine: Engine, schedules: list[
 def test_trigger_starts_a_run_and_links_it(
     client: FlaskClient, engine: Engine, schedules: list[str]
 ) -> None:
-    reply = client.post(f"/schedules/{SCHEDULE_ID}/trigger")
+    reply = client.post(f"/schedules/{SCHEDULE_ID}/trigger", headers=HTMX)
     html = reply.get_data(as_text=True)
     assert reply.status_code == 200
     described = engine.get_schedule(SCHEDULE_ID).describe()
@@ -68,7 +70,7 @@ def test_trigger_starts_a_run_and_links_it(
 
 
 def test_an_unknown_schedule_answers_the_apis_404(client: FlaskClient) -> None:
-    reply = client.post("/schedules/nope/pause")
+    reply = client.post("/schedules/nope/pause", headers=HTMX)
     html = reply.get_data(as_text=True)
     assert reply.status_code == 404
     assert "404 ScheduleNotFoundError" in html
@@ -82,7 +84,7 @@ def test_read_only_hides_and_refuses_actions(
     assert html.count('data-testid="schedule-row"') == 2
     assert "hx-post" not in html and "<th>Actions</th>" not in html
     for action in ("pause", "resume", "trigger"):
-        reply = client.post(f"/schedules/{SCHEDULE_ID}/{action}")
+        reply = client.post(f"/schedules/{SCHEDULE_ID}/{action}", headers=HTMX)
         assert reply.status_code == 403, action
         assert "ReadOnlyConsoleError" in reply.get_data(as_text=True)
     described = engine.get_schedule(SCHEDULE_ID).describe()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask, current_app, request
 
 from weft_serverless import Engine
 
@@ -42,11 +42,23 @@ def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> 
     for page in (runs_page, run_page, schedules_page, start_form):
         app.register_blueprint(page.blueprint)
 
+    app.before_request(refuse_cross_site_posts)
+
     @app.context_processor
     def shared() -> dict[str, Any]:
         return {"console": console}
 
     return app
+
+
+def refuse_cross_site_posts() -> tuple[str, int] | None:
+    """Act only on posts made by the console's own pages. A page on any other site can make
+    the operator's browser post a form to the console on loopback (a cross-site request
+    forgery), but cannot add a header such as htmx's ``HX-Request`` without a CORS
+    preflight, which the console never approves."""
+    if request.method == "POST" and request.headers.get("HX-Request") != "true":
+        return "refused: actions are posted by the console's own pages (HX-Request)", 403
+    return None
 
 
 def current_console() -> Console:

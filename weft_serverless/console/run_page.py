@@ -47,17 +47,6 @@ VALUE_FIELD = {"signal": "payload", "update": "payload", "query": "arg"}
 """The body field each named action's JSON goes in, as the route table names it."""
 
 
-@blueprint.before_request
-def refuse_cross_site_posts() -> tuple[str, int] | None:
-    """Act only on posts made by the console's own page. A page on any other site can make
-    the operator's browser post a form to the console on loopback (a cross-site request
-    forgery), but cannot add a header such as htmx's ``HX-Request`` without a CORS
-    preflight, which the console never approves."""
-    if request.method == "POST" and request.headers.get("HX-Request") != "true":
-        return "refused: actions are posted by the console's own page (HX-Request)", 403
-    return None
-
-
 @blueprint.get("/<path:workflow_id>")
 def show(workflow_id: str) -> tuple[str, int]:
     view = _view_or_none(workflow_id)
