@@ -1,9 +1,9 @@
-"""``weft schedule create|list|show|pause|resume|trigger|delete``: schedules on a store.
+"""``weft schedule create|list|show|pause|resume|trigger|delete|backfill``: schedules on a store.
 
 Reads go through a read-only engine; changes through an engine in the store's own mode, so
 they carry the fence the store's engines expect. ``create`` and ``trigger`` need the
 workflows module (``--workflows``): the engine checks the type exists, and a trigger starts
-(and here drives) a run.
+(and here drives) a run; so does ``backfill``, which carries out the API's operation.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from contextlib import redirect_stdout
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.cli_commands import render
+from weft_serverless.cli_commands.calling import carry_out, number_or_text
 from weft_serverless.cli_commands.target import (
     UsageError,
     add_target_arguments,
@@ -69,6 +70,16 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             _workflows_option(action)
         add_target_arguments(action)
         action.set_defaults(handler=cmd_change, action=name)
+
+    backfill = actions.add_parser(
+        "backfill", help="start the fires of a past interval, oldest first"
+    )
+    backfill.add_argument("id", help="schedule id")
+    backfill.add_argument("--start", required=True, help="from: epoch seconds or ISO 8601")
+    backfill.add_argument("--end", required=True, help="to (at most now): as --start")
+    _workflows_option(backfill)
+    add_target_arguments(backfill)
+    backfill.set_defaults(handler=cmd_backfill)
 
 
 def _workflows_option(parser: argparse.ArgumentParser) -> None:
@@ -159,6 +170,22 @@ def cmd_change(args: argparse.Namespace) -> int:
     else:
         assert described is not None
         _print(args, described)
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    answer = carry_out(
+        args,
+        "backfill_schedule",
+        params={"schedule_id": args.id},
+        body={"start": number_or_text(args.start), "end": number_or_text(args.end)},
+    )
+    if args.json:
+        print(render.dumps(answer))
+    elif answer["workflow_ids"]:
+        print("\n".join(f"started {run}" for run in answer["workflow_ids"]))
+    else:
+        print("no fires in that interval")
     return 0
 
 
