@@ -1,0 +1,327 @@
+"""CLI parity with the HTTP API: every route has a ``weft`` command, and the commands added for
+it (start, describe, query, update, suspend, resume, retry, purge, activity complete|fail,
+schedule backfill) carry the operation out through ``calls.call`` on a SQLite store: the same
+answer body (``--json``), the same refusals (a 400 exits 2), nothing stored when refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import cli_remote_flows
+import pytest
+
+from examples import approval, order, order_saga
+from examples.workflows import workflows
+from weft_serverless import Engine, SQLiteStorage
+from weft_serverless.aws.calls import ROUTE_OF, call
+from weft_serverless.cli import _parser, main
+from weft_serverless.cli_commands.calling import COMMANDS
+from weft_serverless.cli_commands.target import reader_engine
+from weft_serverless.storage import keys
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = ("--workflows", "examples.workflows")
+
+
+def weft(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """A parked approval (exp-7), a completed saga (saga-ok), a failed order (order-declined)."""
+    path = tmp_path / "weft.db"
+    storage = SQLiteStorage(path)
+    with Engine.create(storage, workflows, background_tasks="manual") as engine:
+        engine.start("approval", approval.SAMPLE_INPUT, id="exp-7")
+        engine.start("order_saga", order_saga.SAMPLE_INPUT, id="saga-ok")
+        declined = {**order.SAMPLE_ORDER, "order_id": "A-2", "card_last4": "0000"}
+        engine.start("order", declined, id="order-declined")
+    storage.close()
+    return path
+
+
+def stored(path: Path, workflow_id: str) -> dict[str, Any]:
+    """Every record of a run, to prove a command wrote nothing."""
+    storage = SQLiteStorage(path)
+    try:
+        return dict(storage.scan(keys.workflow_partition(workflow_id)))
+    finally:
+        storage.close()
+
+
+def api(path: Path, operation: str, **params: str) -> Any:
+    """What the API answers for a read, through the one path every front end uses."""
+    storage = SQLiteStorage(path)
+    engine = reader_engine(storage, "test-reader")
+    try:
+        return call(engine, operation, params=params)[1]
+    finally:
+        engine.close()
+        storage.close()
+
+
+def subcommand_names(parser: argparse.ArgumentParser, prefix: str = "") -> set[str]:
+    """Every command path of ``parser``: ``start``, ``schedule backfill``, ..."""
+    names: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                names.add(prefix + name)
+                names |= subcommand_names(sub, f"{prefix}{name} ")
+    return names
+
+
+def test_every_api_route_has_a_weft_command() -> None:
+    assert set(COMMANDS) == set(ROUTE_OF)
+    assert set(COMMANDS.values()) <= subcommand_names(_parser())
+
+
+@pytest.mark.parametrize("command", ["list", "count"])
+def test_list_and_count_take_every_filter_of_their_route(command: str) -> None:
+    operation = {"list": "list_workflows", "count": "count_workflows"}[command]
+    parser = next(
+        action.choices[command]
+        for action in _parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    options = {option.dest for option in parser._actions}
+    for field in ROUTE_OF[operation].query:
+        assert field.name in options, field.name
+
+
+def test_signal_refuses_what_the_api_refuses(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    """``weft signal`` carries out the API's operation: a signal id over the route's 128
+    characters is refused, naming the field, and nothing is stored."""
+    before = stored(db, "exp-7")
+    status, out, err = weft(
+        capsys, "signal", "exp-7", "approve", "--signal-id", "s" * 129, "--db", str(db)
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: InvalidArgumentError: signal_id: must be at most 128")
+    assert stored(db, "exp-7") == before
+
+
+# -- start and describe ---------------------------------------------------------------------
+
+
+def test_start_drives_the_run_and_prints_the_apis_workflow(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    status, out, err = weft(
+        capsys,
+        *("start", "order_saga", "--input", json.dumps(order_saga.SAMPLE_INPUT)),
+        *("--id", "saga-2", "--tag", "vip", "--search-attributes", "{}", "--wait", "1"),
+        *("--db", str(db), *EXAMPLES, "--json"),
+    )
+    assert status == 0, err
+    started = json.loads(out)
+    assert (started["id"], started["status"]) == ("saga-2", "completed")
+    assert started["result"]["status"] == "shipped"
+    # describe --json prints exactly the API's Workflow object
+    status, out, _ = weft(capsys, "describe", "saga-2", "--db", str(db), "--json")
+    assert status == 0
+    assert json.loads(out) == json.loads(
+        json.dumps(api(db, "describe_workflow", workflow_id="saga-2"))
+    )
+    _, out, _ = weft(capsys, "list", "--db", str(db), "--tag", "vip", "--json")
+    assert [row["id"] for row in json.loads(out)["workflows"]] == ["saga-2"]
+
+
+def test_describe_prints_fields_and_failed_attempts(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    status, out, _ = weft(capsys, "describe", "order-declined", "--db", str(db))
+    assert status == 0
+    lines = out.splitlines()
+    assert "status    failed" in lines
+    assert any(line.startswith("error") and "CardDeclinedError" in line for line in lines)
+    assert "failed attempts:" in lines
+    status, _, err = weft(capsys, "describe", "nope", "--db", str(db))
+    assert status == 1 and err.startswith("weft: WorkflowNotFoundError: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "weft start needs --workflows MODULE"),
+        ([*EXAMPLES, "--wait", "99"], "weft: InvalidArgumentError: wait_seconds: must be at most"),
+        ([*EXAMPLES, "--execution-timeout", "soon"], "execution_timeout 'soon' is not a duration"),
+        ([*EXAMPLES, "--start-at", "tomorrow"], "start_at"),
+        ([*EXAMPLES, "--input", "{oops"], "weft: --input is not JSON"),
+        ([*EXAMPLES, "--search-attributes", "[1]"], "search_attributes: must be an object"),
+        ([*EXAMPLES, "--id", ""], "id: must not be empty"),
+    ],
+)
+def test_start_refuses_what_the_api_refuses_and_stores_nothing(
+    capsys: pytest.CaptureFixture[str], db: Path, argv: list[str], message: str
+) -> None:
+    status, out, err = weft(capsys, "start", "approval", "--id", "new-1", "--db", str(db), *argv)
+    assert (status, out) == (2, "")
+    assert message in err
+    assert stored(db, "new-1") == {}
+
+
+def test_start_of_an_unknown_type_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    status, _, err = weft(capsys, "start", "nope", "--id", "n-1", "--db", str(db), *EXAMPLES)
+    assert status == 2 and err.startswith("weft: UnknownWorkflowTypeError: ")
+    assert stored(db, "n-1") == {}
+
+
+# -- query and update -----------------------------------------------------------------------
+
+
+def test_query_answers_from_the_replay_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    before = stored(db, "exp-7")
+    status, out, err = weft(capsys, "query", "exp-7", "status", "--db", str(db), *EXAMPLES)
+    assert status == 0, err
+    assert json.loads(out)["stage"] == "awaiting-approver"
+    status, out, _ = weft(capsys, "query", "exp-7", "status", "--db", str(db), *EXAMPLES, "--json")
+    assert json.loads(out)["query"] == "status"
+    assert stored(db, "exp-7") == before
+    status, _, err = weft(capsys, "query", "exp-7", "status", "--db", str(db))
+    assert status == 2 and "weft query needs --workflows MODULE" in err
+    status, _, err = weft(capsys, "query", "exp-7", "nope", "--db", str(db), *EXAMPLES)
+    assert status == 2 and err.startswith("weft: UnknownQueryError: ")
+
+
+def test_update_applies_and_a_refused_update_exits_2(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    comment = json.dumps({"by": "ada", "text": "the budget allows it"})
+    status, out, err = weft(
+        capsys,
+        *("update", "exp-7", "comment", "--payload", comment, "--update-id", "u-1"),
+        *("--db", str(db), *EXAMPLES, "--json"),
+    )
+    assert status == 0, err
+    assert json.loads(out) == {"id": "exp-7", "update": "comment", "result": 1}
+    before = stored(db, "exp-7")
+    bad = json.dumps({"by": "", "text": ""})
+    status, out, err = weft(
+        capsys, "update", "exp-7", "comment", "--payload", bad, "--db", str(db), *EXAMPLES
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: UpdateValidationError: ")
+    assert stored(db, "exp-7") == before
+    _, out, _ = weft(capsys, "query", "exp-7", "status", "--db", str(db), *EXAMPLES)
+    assert json.loads(out)["comments"] == [{"by": "ada", "text": "the budget allows it"}]
+
+
+# -- suspend, resume, retry, purge ------------------------------------------------------------
+
+
+def test_suspend_resume_retry_and_purge(capsys: pytest.CaptureFixture[str], db: Path) -> None:
+    store = ("--db", str(db))
+    assert weft(capsys, "suspend", "exp-7", *store)[1].strip() == "exp-7 is suspended"
+    status, out, _ = weft(capsys, "resume", "exp-7", *store, *EXAMPLES, "--json")
+    assert status == 0 and json.loads(out)["status"] == "running"
+    # a retry is refused unless the run failed: the engine's 400, exit 2
+    status, _, err = weft(capsys, "retry", "saga-ok", *store)
+    assert status == 2 and err.startswith("weft: InvalidArgumentError: ")
+    status, out, _ = weft(capsys, "retry", "order-declined", *store)
+    assert (status, out.strip()) == (0, "order-declined is running")
+    # a purge is refused until the run finished
+    status, _, err = weft(capsys, "purge", "exp-7", *store)
+    assert status == 2 and "cancel it first" in err
+    assert stored(db, "exp-7") != {}
+    status, out, _ = weft(capsys, "purge", "saga-ok", *store, "--json")
+    assert json.loads(out) == {"id": "saga-ok", "purged": True}
+    assert stored(db, "saga-ok") == {}
+    # a purged run is gone: the API's 404, an error, not a usage error
+    status, _, err = weft(capsys, "resume", "saga-ok", *store)
+    assert status == 1 and err.startswith("weft: WorkflowNotFoundError: ")
+
+
+# -- asynchronous activities ----------------------------------------------------------------
+
+
+def test_activity_complete_and_fail_by_token(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "remote.db"
+    store = ("--db", str(path))
+    flows = ("--workflows", "cli_remote_flows")
+    cli_remote_flows.TOKENS.clear()
+    with Engine.create(
+        SQLiteStorage(path), cli_remote_flows.workflows, background_tasks="manual"
+    ) as engine:
+        engine.start("awaits_remote", id="r-ok")
+        engine.start("awaits_remote", id="r-bad")
+    ok, bad = cli_remote_flows.TOKENS
+
+    status, out, err = weft(capsys, "activity", "complete", ok, "--result", '{"n": 1}', *store)
+    assert (status, out.strip()) == (0, "activity completed"), err
+    status, out, _ = weft(
+        capsys,
+        *("activity", "fail", bad, "--message", "declined", "--error-type", "Declined"),
+        *store,
+        *flows,
+        "--json",
+    )
+    assert (status, json.loads(out)) == (0, {"accepted": True})
+    failed = api(path, "describe_workflow", workflow_id="r-bad")
+    assert failed["status"] == "failed" and "declined" in failed["error"]["message"]
+    # the token is single use: a second completion is the API's 404
+    status, _, err = weft(capsys, "activity", "complete", ok, *store)
+    assert status == 1 and err.startswith("weft: ActivityTokenNotFoundError: ")
+    status, _, err = weft(
+        capsys, "activity", "fail", "t", "--message", "m", "--error-type", "no such", *store
+    )
+    assert status == 2 and "error_type: must match" in err
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+
+def test_schedule_backfill_starts_the_past_fires(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    store = ("--db", str(db))
+    status, _, err = weft(
+        capsys,
+        *("schedule", "create", "hourly", "scheduled_report", "--every", "1h"),
+        *("--input", '{"region": "eu"}', *EXAMPLES, *store),
+    )
+    assert status == 0, err
+    status, out, err = weft(
+        capsys,
+        *("schedule", "backfill", "hourly", "--start", "2026-01-01T00:00:00+00:00"),
+        *("--end", "2026-01-01T02:30:00+00:00", *EXAMPLES, *store, "--json"),
+    )
+    assert status == 0, err
+    started = json.loads(out)["workflow_ids"]
+    assert len(started) == 3 and all(run.startswith("hourly-") for run in started)
+    status, _, err = weft(
+        capsys, "schedule", "backfill", "hourly", "--start", "x", "--end", "1", *EXAMPLES, *store
+    )
+    assert status == 2 and "start" in err
+
+
+# -- as a program ------------------------------------------------------------------------------
+
+
+def test_start_and_describe_as_a_program(db: Path) -> None:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "weft_serverless.cli", *argv, "--db", str(db)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=REPO)
+
+    started = run("start", "approval", "--input", json.dumps(approval.SAMPLE_INPUT), *EXAMPLES)
+    assert started.returncode == 0, started.stderr
+    assert "status    running" in started.stdout.splitlines()
+    assert "[notify]" in started.stderr  # the activity's print, kept off stdout
+    refused = run("start", "approval")
+    assert refused.returncode == 2 and "needs --workflows MODULE" in refused.stderr
