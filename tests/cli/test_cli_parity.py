@@ -111,6 +111,22 @@ def test_signal_refuses_what_the_api_refuses(capsys: pytest.CaptureFixture[str],
     assert stored(db, "exp-7") == before
 
 
+def test_list_and_count_refuse_what_the_api_refuses(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """``weft list`` and ``weft count`` carry out the API's operations: its page size limit and
+    its messages naming the field."""
+    status, out, err = weft(capsys, "list", "--db", str(db), "--limit", "1001")
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: InvalidArgumentError: limit: must be at most 1000")
+    status, out, err = weft(capsys, "count", "--db", str(db), "--status", "sleeping")
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: InvalidArgumentError: status: must be one of")
+    status, out, _ = weft(capsys, "count", "--db", str(db), "--json")
+    answer = api(db, "count_workflows")
+    assert json.loads(out)["counts"] == [[c["value"], c["count"]] for c in answer["counts"]]
+
+
 # -- start and describe ---------------------------------------------------------------------
 
 

@@ -83,20 +83,21 @@ def _add_workflows_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        rows, cursor = engine.list_page(
-            limit=args.limit, cursor=args.cursor, order=args.order, **finding.filters_of(args)
-        )
-    if args.json:
+    query = given(limit=args.limit, cursor=args.cursor, order=args.order)
+    page = carry_out(
+        args, "list_workflows", query={**query, **finding.filters_of(args)}, writes=False
+    )
+    rows, cursor = page["items"], page["next_cursor"]
+    if args.json:  # the page as weft list has always printed it: "workflows", "type"
         out = {
             "workflows": [
                 {
-                    "id": row.id,
-                    "type": row.workflow_type,
-                    "status": row.status,
-                    "created_at": row.created_at,
-                    "search_attributes": row.search_attributes,
-                    "tags": list(row.tags),
+                    "id": row["id"],
+                    "type": row["workflow_type"],
+                    "status": row["status"],
+                    "created_at": row["created_at"],
+                    "search_attributes": row["search_attributes"],
+                    "tags": row["tags"],
                 }
                 for row in rows
             ],
@@ -107,7 +108,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no workflows")
         return 0
-    cells = [[r.id, r.workflow_type, r.status, render.timestamp(r.created_at)] for r in rows]
+    cells = [
+        [r["id"], r["workflow_type"], r["status"], render.timestamp(r["created_at"])] for r in rows
+    ]
     print(render.table(("ID", "TYPE", "STATUS", "CREATED (UTC)"), cells))
     if cursor is not None:
         print(f"\nmore: weft list ... --cursor '{cursor}'")
