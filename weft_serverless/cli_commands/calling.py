@@ -63,7 +63,20 @@ def carry_out(
     body: Mapping[str, Any] | None = None,
     writes: bool = True,
 ) -> Any:
-    """Carry out ``operation`` on the store ``args`` names; return the API's answer body.
+    """The API's answer body for ``operation`` (see ``reply``)."""
+    return reply(args, operation, params=params, query=query, body=body, writes=writes)[1]
+
+
+def reply(
+    args: argparse.Namespace,
+    operation: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    query: Mapping[str, Any] | None = None,
+    body: Mapping[str, Any] | None = None,
+    writes: bool = True,
+) -> tuple[int, Any]:
+    """Carry out ``operation`` on the store ``args`` names; return the API's status and body.
 
     With ``--workflows`` the engine holds the definitions, so a run the operation wakes is
     driven here; what its activities print goes to stderr, keeping stdout for the answer
@@ -78,8 +91,7 @@ def carry_out(
         redirect_stdout(sys.stderr),
         operator_engine(args, writes=writes, workflows=workflows) as engine,
     ):
-        _, answer = call(engine, operation, params=params, query=query, body=body)
-    return answer
+        return call(engine, operation, params=params, query=query, body=body)
 
 
 def require_workflows(args: argparse.Namespace, command: str, why: str) -> None:

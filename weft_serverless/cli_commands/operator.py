@@ -1,11 +1,12 @@
 """Operator commands against a store: ``weft list``, ``show``, ``signal``, ``cancel``, ``result``.
 
-They read through a read-only ``Engine`` (``target.operator_engine``); ``signal`` and
-``cancel`` carry out the API's operations (``calling.carry_out``), so the same rules hold as
-for the application and the API: a signal is buffered and its wake-up timer written
-atomically; a cancel under workflow-lease rotates the epoch so a still-running owner stops at
-its next write.
-Output is an aligned table for people, or one JSON document with ``--json``.
+``list``, ``result``, ``signal`` and ``cancel`` carry out the API's operations
+(``calling.carry_out``), so the same fields are refused and the same rules hold as for the
+application and the API: a signal is buffered and its wake-up timer written atomically; a
+cancel under workflow-lease rotates the epoch so a still-running owner stops at its next
+write. ``show`` reads more than any route returns (the step timeline, the owner), through a
+read-only ``Engine`` (``target.operator_engine``). Output is an aligned table for people, or
+one JSON document with ``--json``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.cli_commands import finding, render
-from weft_serverless.cli_commands.calling import carry_out, given, json_option
+from weft_serverless.cli_commands.calling import carry_out, given, json_option, reply
 from weft_serverless.cli_commands.target import add_target_arguments, operator_engine
 
 if TYPE_CHECKING:
@@ -245,26 +246,19 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_result(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        description = engine.describe(args.id)
-    finished = description.is_terminal
+    code, answer = reply(args, "get_result", params={"workflow_id": args.id}, writes=False)
+    status, finished = answer["status"], code == 200  # 202: still running
     if args.json:
-        out = {
-            "id": description.id,
-            "status": description.status,
-            "result": description.result,
-            "error": description.error,
-        }
-        print(render.dumps(out))
-    elif description.status == "completed":
-        print(render.dumps(description.result, pretty=True))
+        print(render.dumps(answer))
+    elif status == "completed":
+        print(render.dumps(answer["result"], pretty=True))
     elif finished:
-        error = description.error or {}
+        error = answer["error"] or {}
         detail = f": {error.get('type', '')}: {error.get('message', '')}" if error else ""
-        print(f"weft: {description.id} is {description.status}{detail}", file=sys.stderr)
+        print(f"weft: {args.id} is {status}{detail}", file=sys.stderr)
     else:
-        print(f"weft: {description.id} is {description.status}, not finished", file=sys.stderr)
-    if description.status == "completed":
+        print(f"weft: {args.id} is {status}, not finished", file=sys.stderr)
+    if status == "completed":
         return 0
     return 1 if finished else NOT_FINISHED_EXIT
 
