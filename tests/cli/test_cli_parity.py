@@ -327,6 +327,33 @@ def test_schedule_backfill_starts_the_past_fires(
     assert status == 2 and "start" in err
 
 
+def test_schedule_create_takes_the_routes_fields_and_refusals(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """``weft schedule create`` carries out the API's operation: ``--start-at``/``--end-at``
+    as the route has them, its overlap enum, and ``--json`` the API's ``Schedule``."""
+    store = ("--db", str(db), *EXAMPLES)
+    status, out, err = weft(
+        capsys,
+        *("schedule", "create", "later", "scheduled_report", "--every", "15m"),
+        *("--start-at", "2100-01-01T00:00:00+00:00", "--end-at", "4102531200", *store, "--json"),
+    )
+    assert status == 0, err
+    created = json.loads(out)
+    assert (created["start_at"], created["end_at"]) == (4102444800.0, 4102531200.0)
+    assert created["next_fire_at"] == 4102444800.0
+    assert created == api(db, "describe_schedule", schedule_id="later")
+    status, out, err = weft(
+        capsys,
+        *("schedule", "create", "odd", "scheduled_report", "--every", "1h"),
+        *("--overlap", "sometimes", *store),
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: InvalidArgumentError: overlap: must be one of skip")
+    status, _, err = weft(capsys, "schedule", "show", "odd", "--db", str(db))
+    assert status == 1 and "ScheduleNotFoundError" in err
+
+
 # -- as a program ------------------------------------------------------------------------------
 
 
