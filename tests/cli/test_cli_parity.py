@@ -1,7 +1,9 @@
-"""CLI parity with the HTTP API: every route has a ``weft`` command, and the commands added for
-it (start, describe, query, update, suspend, resume, retry, purge, activity complete|fail,
-schedule backfill) carry the operation out through ``calls.call`` on a SQLite store: the same
-answer body (``--json``), the same refusals (a 400 exits 2), nothing stored when refused.
+"""CLI parity with the HTTP API: every route has a ``weft`` command, and the commands carry the
+operation out through ``calls.call`` on a SQLite store (the new start, describe, query,
+update, suspend, resume, retry, purge, activity complete|fail and schedule backfill; and
+signal, list, count, the schedule and bulk commands moved onto it): the same answer body
+(``--json``), the same refusals with the route's messages (a 400 exits 2), nothing stored
+when refused.
 """
 
 from __future__ import annotations
@@ -352,6 +354,40 @@ def test_schedule_create_takes_the_routes_fields_and_refusals(
     assert err.startswith("weft: InvalidArgumentError: overlap: must be one of skip")
     status, _, err = weft(capsys, "schedule", "show", "odd", "--db", str(db))
     assert status == 1 and "ScheduleNotFoundError" in err
+
+
+# -- bulk -------------------------------------------------------------------------------------
+
+
+def test_bulk_commands_carry_out_the_bulk_routes(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """A bulk command's body is the route's: its limits apply (``reason`` up to 1,000
+    characters), ``--actor`` reaches the audit record, and ``--json`` is the API's body."""
+    store = ("--db", str(db))
+    status, out, err = weft(
+        capsys, "cancel-all", "--type", "approval", "--dry-run", "--reason", "r" * 1001, *store
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("weft: InvalidArgumentError: reason: must be at most 1000 characters")
+    _, out, _ = weft(capsys, "cancel-all", "--type", "approval", "--dry-run", *store, "--json")
+    token = json.loads(out)["token"]
+    status, out, err = weft(
+        capsys,
+        *("cancel-all", "--type", "approval", "--confirm", token, "--actor", "ops-bot"),
+        *(*store, "--json"),
+    )
+    assert status == 0, err
+    record = json.loads(out)
+    assert (record["actor"], record["filter"], record["done"]) == (
+        "ops-bot",
+        {"workflow_type": "approval"},
+        1,
+    )
+    _, out, _ = weft(capsys, "bulk", "show", record["id"], *store, "--json")
+    assert json.loads(out) == json.loads(
+        json.dumps(api(db, "describe_bulk", operation_id=record["id"]))
+    )
 
 
 # -- as a program ------------------------------------------------------------------------------

@@ -62,9 +62,13 @@ def carry_out(
     query: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
     writes: bool = True,
+    actor: str | None = None,
 ) -> Any:
     """The API's answer body for ``operation`` (see ``reply``)."""
-    return reply(args, operation, params=params, query=query, body=body, writes=writes)[1]
+    answer = reply(
+        args, operation, params=params, query=query, body=body, writes=writes, actor=actor
+    )
+    return answer[1]
 
 
 def reply(
@@ -75,6 +79,7 @@ def reply(
     query: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
     writes: bool = True,
+    actor: str | None = None,
 ) -> tuple[int, Any]:
     """Carry out ``operation`` on the store ``args`` names; return the API's status and body.
 
@@ -91,7 +96,7 @@ def reply(
         redirect_stdout(sys.stderr),
         operator_engine(args, writes=writes, workflows=workflows) as engine,
     ):
-        return call(engine, operation, params=params, query=query, body=body)
+        return call(engine, operation, params=params, query=query, body=body, actor=actor)
 
 
 def require_workflows(args: argparse.Namespace, command: str, why: str) -> None:
