@@ -17,6 +17,7 @@ from typing import Any
 
 import cli_remote_flows
 import pytest
+from dynamodb_support import MotoEnvironment, moto, new_table
 
 from examples import approval, order, order_saga
 from examples.workflows import workflows
@@ -26,6 +27,9 @@ from weft_serverless.cli import _parser, main
 from weft_serverless.cli_commands.calling import COMMANDS
 from weft_serverless.cli_commands.target import reader_engine
 from weft_serverless.storage import keys
+from weft_serverless.storage.dynamodb import DynamoDBStorage
+
+__all__ = ["moto"]  # a fixture from dynamodb_support
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = ("--workflows", "examples.workflows")
@@ -388,6 +392,53 @@ def test_bulk_commands_carry_out_the_bulk_routes(
     assert json.loads(out) == json.loads(
         json.dumps(api(db, "describe_bulk", operation_id=record["id"]))
     )
+
+
+# -- DynamoDB (moto), workflow-lease as deployed ----------------------------------------------
+
+
+def test_start_query_update_and_suspend_on_a_workflow_lease_table(
+    capsys: pytest.CaptureFixture[str], moto: MotoEnvironment
+) -> None:
+    """On a fenced DynamoDB store the writes carry the store's mode (the started run's claim is
+    released when the command ends), a query on the read-only engine claims nothing, and
+    ``describe --json`` names a run's owner as the API does."""
+    client = moto.client()
+    table = new_table(client)
+    storage = DynamoDBStorage(table, client=client)
+    app = Engine.create(
+        storage, workflows, ownership="workflow-lease", background_tasks="manual", recover=False
+    )
+    app.start("approval", {**approval.SAMPLE_INPUT, "request_id": "held"}, id="held")
+    target = ("--table", table)
+    try:
+        _, out, _ = weft(capsys, "describe", "held", *target, "--json")
+        held = json.loads(out)["owner"]
+        assert held is not None and held == json.loads(json.dumps(app.describe("held").owner))
+        assert held["engine_id"] == app.runtime.engine_id
+        status, out, err = weft(
+            capsys,
+            *("start", "approval", "--input", json.dumps(approval.SAMPLE_INPUT), "--id", "ap-1"),
+            *(*target, *EXAMPLES, "--json"),
+        )
+        assert status == 0, err
+        assert json.loads(out)["status"] == "running"
+        _, out, _ = weft(capsys, "describe", "ap-1", *target, "--json")
+        assert json.loads(out)["owner"] is None  # the command's engine let go of the parked run
+        before = dict(storage.scan(keys.workflow_partition("ap-1")))
+        status, out, err = weft(capsys, "query", "ap-1", "status", *target, *EXAMPLES)
+        assert (status, json.loads(out)["stage"]) == (0, "awaiting-approver"), err
+        assert dict(storage.scan(keys.workflow_partition("ap-1"))) == before
+        comment = json.dumps({"by": "ada", "text": "ok"})
+        status, out, err = weft(
+            capsys, "update", "ap-1", "comment", "--payload", comment, *target, *EXAMPLES
+        )
+        assert (status, out.strip()) == (0, "1"), err
+        status, out, _ = weft(capsys, "suspend", "ap-1", *target)
+        assert (status, out.strip()) == (0, "ap-1 is suspended")
+    finally:
+        app.close()
+        client.delete_table(TableName=table)
 
 
 # -- as a program ------------------------------------------------------------------------------
