@@ -105,6 +105,17 @@ def test_start_drives_the_run_and_prints_the_apis_workflow(
     )
     _, out, _ = weft(capsys, "list", "--db", str(db), "--tag", "vip", "--json")
     assert [row["id"] for row in json.loads(out)["workflows"]] == ["saga-2"]
+    # a repeat with the same idempotency key answers with the first run
+    again = ("start", "order_saga", "--input", json.dumps(order_saga.SAMPLE_INPUT))
+    ids = [
+        json.loads(
+            weft(capsys, *again, "--idempotency-key", "k-1", "--db", str(db), *EXAMPLES, "--json")[
+                1
+            ]
+        )["id"]
+        for _ in range(2)
+    ]
+    assert ids[0] == ids[1]
 
 
 def test_describe_prints_fields_and_failed_attempts(
