@@ -3,13 +3,14 @@
 Each subcommand is one ``_add_<name>`` function that declares its arguments and binds a
 handler ``(args) -> exit status``. Handlers import what they use when they run, so
 ``weft --help`` stays fast and no subcommand pays for another's imports. The operator
-commands (``list``, ``show``, ``signal``, ``cancel``, ``result``) and ``dev`` live in
-``weft_serverless.cli_commands``; ``demo`` is here.
+commands (``list``, ``show``, ``signal``, ``start``, ``query``, ... one per API route, see
+``cli_commands.calling.COMMANDS``) and ``dev`` live in ``weft_serverless.cli_commands``;
+``demo`` is here.
 
-Exit status: 0 success, 1 an error (message on stderr), 2 a usage error (including an
-argument the engine refuses with ``InvalidArgumentError``: on a command line that is the
-user's option), 141 when the reader of stdout went away (``weft list | head``), as for any
-Unix tool killed by SIGPIPE.
+Exit status: 0 success, 1 an error (message on stderr), 2 a usage error (including any
+input the HTTP API would refuse with a 400, such as an argument the engine refuses with
+``InvalidArgumentError``: on a command line that is the user's option), 141 when the reader
+of stdout went away (``weft list | head``), as for any Unix tool killed by SIGPIPE.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    from weft_serverless.aws.responses import ApiError, error_of
     from weft_serverless.cli_commands.target import UsageError
-    from weft_serverless.errors import InvalidArgumentError, WeftError
+    from weft_serverless.errors import WeftError
 
     try:
         status = handler(args)
@@ -60,12 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"weft: {exc}", file=sys.stderr)
         return 2
-    except InvalidArgumentError as exc:
-        print(f"weft: {exc.code}: {exc}", file=sys.stderr)
-        return 2
-    except WeftError as exc:
-        print(f"weft: {exc.code}: {exc}", file=sys.stderr)
-        return 1
+    except (ApiError, WeftError) as exc:
+        # What the API would refuse with a 400 (a bad field, an unknown type or query) is
+        # the user's input: a usage error. Anything else is an error.
+        message = exc.message if isinstance(exc, ApiError) else str(exc)
+        print(f"weft: {exc.code}: {message}", file=sys.stderr)
+        return 2 if error_of(exc).status == 400 else 1
     except KeyboardInterrupt:
         return 130
 
@@ -105,10 +107,12 @@ def _add_dev(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _add_operator(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from weft_serverless.cli_commands import events, operator
+    from weft_serverless.cli_commands import control, events, interact, operator
 
     operator.add(subcommands)
     events.add(subcommands)
+    control.add(subcommands)
+    interact.add(subcommands)
 
 
 def _add_schedules(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -136,3 +136,25 @@ def test_the_read_only_engine_reads_and_writes_nothing(storage_factory: Opener) 
     finally:
         reader.close()
     assert _everything(te.storage) == before
+
+
+def test_the_read_only_engine_describes_the_owner_as_the_stores_engines_do(
+    storage_factory: Opener,
+) -> None:
+    """``describe(id).owner`` is the run's claim under workflow-lease; a reader (the CLI, the
+    console) reads the same record, so its describe matches the API's."""
+    storage = storage_factory()
+    if not storage.capabilities().conditional_batch:
+        pytest.skip("workflow-lease needs conditional batches")
+    te = TestEngine(NAP, storage=storage, ownership="workflow-lease")
+    reader = read_only_engine(storage_factory(), "reader")
+    try:
+        with te.engine.invocation(time_left=lambda: 60.0):
+            te.start("nap", id="nap-1")
+            held = te.engine.describe("nap-1").owner
+            assert held is not None and held["engine_id"] == te.engine.runtime.engine_id
+            assert reader.describe("nap-1").owner == held
+        assert te.engine.describe("nap-1").owner is None
+        assert reader.describe("nap-1").owner is None  # released at the invocation's end
+    finally:
+        reader.close()

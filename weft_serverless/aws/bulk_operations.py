@@ -33,7 +33,7 @@ def _bulk_options(request: Request) -> dict[str, Any]:
     options = {
         name: body[name] for name in ("dry_run", "confirm", "reason", "page_size") if name in body
     }
-    return {**filters, **options, "caller": request.caller}
+    return {**filters, **options, "caller": request.caller, "actor": request.actor}
 
 
 def bulk_cancel(request: Request) -> Reply:

@@ -56,6 +56,7 @@ def call(
     query: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
     caller: str | None = None,
+    actor: str | None = None,
     scope: Scope | None = None,
     reserve: float = 0.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -69,7 +70,9 @@ def call(
         params: Path parameters, decoded (``workflow_id``, ``name``, ...).
         query: Query fields, as URL text or already typed.
         body: The decoded body; ``None`` for a route without one.
-        caller: Who asks, for audit records (bulk operations).
+        caller: Who asks, authenticated, for audit records (bulk operations).
+        actor: Who asks, as the front end names them (``weft --actor``), for the same
+            records; the engine's id when absent.
         scope: The invocation's time budget and log keys; none outside Lambda.
         reserve: Seconds a bounded wait leaves the invocation.
         sleep: Pause between polls while waiting for a result.
@@ -98,5 +101,6 @@ def call(
         sleep=sleep,
         monotonic=monotonic,
         caller=caller,
+        actor=actor,
     )
     return implementation(operation)(request)

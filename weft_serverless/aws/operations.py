@@ -52,6 +52,7 @@ class Request:
     sleep: Callable[[float], None]
     monotonic: Callable[[], float]
     caller: str | None = None  # the authenticated caller, for audit records
+    actor: str | None = None  # who asks, as a local front end names them, for the same
 
     @property
     def workflow_id(self) -> str:

@@ -3,27 +3,20 @@
 A bulk command is run twice: with ``--dry-run`` it prints how many runs match and a token;
 with ``--confirm TOKEN`` (same filters) it acts and prints the operation's record. Filters are
 ``--status``, ``--type`` and, for any other filter ``list`` takes, ``--filter NAME=JSON``.
-Writes go through an engine in the store's own mode (the fence its engines expect).
+Each carries out the API's bulk operation (``calling.carry_out``; ``--actor`` goes in as the
+record's actor), so ``--json`` prints the API's body. Writes go through an engine in the
+store's own mode (the fence its engines expect).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from contextlib import redirect_stdout
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from weft_serverless.cli_commands import render
-from weft_serverless.cli_commands.target import (
-    UsageError,
-    add_target_arguments,
-    load_workflows,
-    operator_engine,
-)
-
-if TYPE_CHECKING:
-    from weft_serverless import BulkOperation, BulkPreview
+from weft_serverless.cli_commands.calling import carry_out, given, json_option
+from weft_serverless.cli_commands.target import UsageError, add_target_arguments
 
 
 def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +29,7 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         parser = subcommands.add_parser(command, help=text)
         if command == "signal-all":
             parser.add_argument("name", help="signal name")
-            parser.add_argument("--payload", default="null", help="JSON payload (default: null)")
+            parser.add_argument("--payload", help="JSON payload (default: null)")
         parser.add_argument("--status", help="only runs of this status")
         parser.add_argument("--type", dest="workflow_type", help="only this workflow type")
         parser.add_argument(
@@ -87,52 +80,42 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
     return filters
 
 
+OPERATIONS = {
+    "cancel-all": "bulk_cancel",
+    "signal-all": "bulk_signal",
+    "retry-failed-all": "bulk_retry",
+}
+
+
 def cmd_bulk(args: argparse.Namespace) -> int:
-    filters = _filters(args)
-    options: dict[str, Any] = {
-        "dry_run": args.dry_run,
-        "confirm": args.confirm,
-        "reason": args.reason,
-        "actor": args.actor,
-        **filters,
-    }
-    workflows = load_workflows(args.workflows) if args.workflows else None
-    # Woken runs driven here may print: keep stdout for the command's answer.
-    with (
-        redirect_stdout(sys.stderr),
-        operator_engine(args, writes=True, workflows=workflows) as engine,
-    ):
-        if args.command == "cancel-all":
-            result = engine.cancel_all(**options)
-        elif args.command == "retry-failed-all":
-            result = engine.retry_failed_all(**options)
-        else:
-            try:
-                payload = json.loads(args.payload)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"--payload is not JSON: {exc}") from None
-            result = engine.signal_all(args.name, payload, **options)
-    _print(args, result)
+    body = given(
+        filter=_filters(args),
+        dry_run=args.dry_run or None,
+        confirm=args.confirm,
+        reason=args.reason,
+    )
+    if args.command == "signal-all":
+        body.update(given(name=args.name, payload=json_option(args.payload, "--payload")))
+    _print(args, carry_out(args, OPERATIONS[args.command], body=body, actor=args.actor))
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        rows = engine.list_bulk_operations()
+    rows = carry_out(args, "list_bulk", writes=False)["items"]
     if args.json:
-        print(render.dumps({"operations": [row.as_dict() for row in rows]}))
+        print(render.dumps({"operations": rows}))
         return 0
     if not rows:
         print("no bulk operations")
         return 0
     cells = [
         [
-            r.id,
-            r.kind,
-            r.status,
-            render.timestamp(r.created_at),
-            r.actor,
-            f"{r.done}/{r.skipped}/{r.failed}",
+            r["id"],
+            r["kind"],
+            r["status"],
+            render.timestamp(r["created_at"]),
+            r["actor"],
+            f"{r['done']}/{r['skipped']}/{r['failed']}",
         ]
         for r in rows
     ]
@@ -141,45 +124,40 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        described = engine.describe_bulk(args.id)
-    _print(args, described)
+    params = {"operation_id": args.id}
+    _print(args, carry_out(args, "describe_bulk", params=params, writes=False))
     return 0
 
 
-def _print(args: argparse.Namespace, result: BulkPreview | BulkOperation) -> None:
-    from weft_serverless import BulkPreview
-
-    if isinstance(result, BulkPreview):
-        if args.json:
-            print(render.dumps({"count": result.count, "token": result.token, **_preview(result)}))
-            return
-        print(f"{result.count} runs match {render.dumps(result.filters)}")
-        print(f"confirm before {render.timestamp(result.expires_at)} with:")
-        print(f"  --confirm {result.token}")
-        return
+def _print(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """A dry run (it has a token) or an operation's record, as the API answers them."""
     if args.json:
-        print(render.dumps(result.as_dict()))
+        print(render.dumps(result))
         return
+    if "token" in result:
+        print(f"{result['count']} runs match {render.dumps(result['filter'])}")
+        print(f"confirm before {render.timestamp(result['expires_at'])} with:")
+        print(f"  --confirm {result['token']}")
+        return
+    caller = result.get("caller")
     fields = [
-        ("operation", result.id),
-        ("kind", result.kind + (f" {result.signal}" if result.signal else "")),
-        ("status", result.status),
-        ("filter", render.dumps(result.filters)),
-        ("actor", result.actor + (f" (caller {result.caller})" if result.caller else "")),
-        ("reason", result.reason or "-"),
-        ("created", render.timestamp(result.created_at)),
-        ("finished", render.timestamp(result.finished_at)),
-        ("counts", f"done {result.done}, skipped {result.skipped}, failed {result.failed}"),
+        ("operation", result["id"]),
+        ("kind", result["kind"] + (f" {result['signal']}" if result.get("signal") else "")),
+        ("status", result["status"]),
+        ("filter", render.dumps(result["filter"])),
+        ("actor", result["actor"] + (f" (caller {caller})" if caller else "")),
+        ("reason", result.get("reason") or "-"),
+        ("created", render.timestamp(result["created_at"])),
+        ("finished", render.timestamp(result.get("finished_at"))),
+        (
+            "counts",
+            f"done {result['done']}, skipped {result['skipped']}, failed {result['failed']}",
+        ),
     ]
-    if result.errors:
+    if result.get("errors"):
         fields.append(
-            ("errors", ", ".join(f"{e['workflow_id']} {e['code']}" for e in result.errors))
+            ("errors", ", ".join(f"{e['workflow_id']} {e['code']}" for e in result["errors"]))
         )
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         print(f"{name.ljust(width)}  {value}")
-
-
-def _preview(result: BulkPreview) -> dict[str, Any]:
-    return {"kind": result.kind, "expires_at": result.expires_at, "filter": result.filters}

@@ -1,7 +1,8 @@
 """``weft events ID``: a run's event log (``Engine.events``), as a table or JSON lines.
 
-Reads only, through the operator engine, so it works on any store and mode; ``--after``
-continues from the last event id printed (the table prints it when a page is full).
+Reads only (the API's ``list_events`` on a read-only engine), so it works on any store and
+mode; ``--after`` continues from the last event id printed (the table prints it when a page
+is full).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import argparse
 from typing import Any
 
 from weft_serverless.cli_commands import render
-from weft_serverless.cli_commands.target import add_target_arguments, operator_engine
+from weft_serverless.cli_commands.calling import carry_out, given
+from weft_serverless.cli_commands.target import add_target_arguments
 
 SHOWN = ("step", "attempt", "name", "child_id", "status")
 """Fields the table's DETAIL column shows, when the event has them."""
@@ -26,8 +28,11 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        rows = engine.events(args.id, after=args.after, limit=args.limit)
+    query = given(after=args.after, limit=args.limit)
+    page = carry_out(
+        args, "list_events", params={"workflow_id": args.id}, query=query, writes=False
+    )
+    rows = page["items"]
     if args.json:
         for event in rows:
             print(render.dumps(event))

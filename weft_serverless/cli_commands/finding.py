@@ -2,17 +2,20 @@
 
 ``--where NAME OP VALUE`` (repeatable; ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``^=`` for
 "starts with"), ``--tag`` (repeatable: every tag must be present), ``--started-after`` and
-``--started-before`` (ISO 8601 with a zone, or epoch seconds), ``--id-prefix``.
+``--started-before`` (ISO 8601 with a zone, or epoch seconds), ``--id-prefix``. They become
+the query of ``GET /workflows``, carried out through ``calling.carry_out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 from typing import Any
 
 from weft_serverless.cli_commands import render
-from weft_serverless.cli_commands.target import UsageError, add_target_arguments, operator_engine
+from weft_serverless.cli_commands.calling import carry_out, given
+from weft_serverless.cli_commands.target import UsageError, add_target_arguments
 from weft_serverless.search_attributes import parse_condition
 
 
@@ -35,22 +38,26 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``Engine.list`` / ``Engine.count`` keyword filters the command line names."""
+    """The query fields of ``GET /workflows`` (and ``/workflow-counts``) the command line
+    names, as the API takes them: ``where`` a JSON object, ``tags`` comma-separated."""
     where: dict[str, Any] = {}
     for text in args.where:
         name, spec = parse_condition(text)
         if name in where:
             raise UsageError(f"--where names {name!r} twice; give one condition per attribute")
-        where[name] = spec
-    return {
-        "status": args.status,
-        "workflow_type": args.workflow_type,
-        "where": where or None,
-        "tags": args.tags or None,
-        "started_after": _time(args.started_after, "--started-after"),
-        "started_before": _time(args.started_before, "--started-before"),
-        "id_prefix": args.id_prefix,
-    }
+        where[name] = list(spec)
+    for tag in args.tags:
+        if "," in tag:
+            raise UsageError(f"--tag {tag!r}: a tag has no commas; repeat --tag for each tag")
+    return given(
+        status=args.status,
+        workflow_type=args.workflow_type,
+        where=json.dumps(where) if where else None,
+        tags=",".join(args.tags) or None,
+        started_after=_time(args.started_after, "--started-after"),
+        started_before=_time(args.started_before, "--started-before"),
+        id_prefix=args.id_prefix,
+    )
 
 
 def _time(text: str | None, flag: str) -> float | None:
@@ -84,9 +91,9 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_count(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        counts = engine.count(args.group_by, **filters_of(args))
-    ordered = sorted(counts.items(), key=lambda pair: (-pair[1], str(pair[0])))
+    query = {"group_by": args.group_by, **filters_of(args)}
+    answer = carry_out(args, "count_workflows", query=query, writes=False)
+    ordered = [(group["value"], group["count"]) for group in answer["counts"]]
     if args.json:
         print(render.dumps({"group_by": args.group_by, "counts": [list(p) for p in ordered]}))
         return 0

@@ -1,27 +1,23 @@
 """Operator commands against a store: ``weft list``, ``show``, ``signal``, ``cancel``, ``result``.
 
-They read and write through an ``Engine`` (``target.operator_engine``), so the same rules hold
-as for the application: a signal is buffered and its wake-up timer written atomically; a
-cancel under workflow-lease rotates the epoch so a still-running owner stops at its next write.
-Output is an aligned table for people, or one JSON document with ``--json``.
+``list``, ``result``, ``signal`` and ``cancel`` carry out the API's operations
+(``calling.carry_out``), so the same fields are refused and the same rules hold as for the
+application and the API: a signal is buffered and its wake-up timer written atomically; a
+cancel under workflow-lease rotates the epoch so a still-running owner stops at its next
+write. ``show`` reads more than any route returns (the step timeline, the owner), through a
+read-only ``Engine`` (``target.operator_engine``). Output is an aligned table for people, or
+one JSON document with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stdout
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.cli_commands import finding, render
-from weft_serverless.cli_commands.target import (
-    UsageError,
-    add_target_arguments,
-    load_workflows,
-    operator_engine,
-)
+from weft_serverless.cli_commands.calling import carry_out, given, json_option, reply
+from weft_serverless.cli_commands.target import add_target_arguments, operator_engine
 
 if TYPE_CHECKING:
     from weft_serverless import Owner, WorkflowDescription
@@ -88,20 +84,21 @@ def _add_workflows_option(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        rows, cursor = engine.list_page(
-            limit=args.limit, cursor=args.cursor, order=args.order, **finding.filters_of(args)
-        )
-    if args.json:
+    query = given(limit=args.limit, cursor=args.cursor, order=args.order)
+    page = carry_out(
+        args, "list_workflows", query={**query, **finding.filters_of(args)}, writes=False
+    )
+    rows, cursor = page["items"], page["next_cursor"]
+    if args.json:  # the page as weft list has always printed it: "workflows", "type"
         out = {
             "workflows": [
                 {
-                    "id": row.id,
-                    "type": row.workflow_type,
-                    "status": row.status,
-                    "created_at": row.created_at,
-                    "search_attributes": row.search_attributes,
-                    "tags": list(row.tags),
+                    "id": row["id"],
+                    "type": row["workflow_type"],
+                    "status": row["status"],
+                    "created_at": row["created_at"],
+                    "search_attributes": row["search_attributes"],
+                    "tags": row["tags"],
                 }
                 for row in rows
             ],
@@ -112,7 +109,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no workflows")
         return 0
-    cells = [[r.id, r.workflow_type, r.status, render.timestamp(r.created_at)] for r in rows]
+    cells = [
+        [r["id"], r["workflow_type"], r["status"], render.timestamp(r["created_at"])] for r in rows
+    ]
     print(render.table(("ID", "TYPE", "STATUS", "CREATED (UTC)"), cells))
     if cursor is not None:
         print(f"\nmore: weft list ... --cursor '{cursor}'")
@@ -217,34 +216,26 @@ def _description_json(description: WorkflowDescription) -> dict[str, Any]:
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
-    try:
-        payload = json.loads(args.payload)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--payload is not JSON: {exc}") from None
-    workflows = load_workflows(args.workflows) if args.workflows else None
-    with (
-        _driving(workflows) as registry,
-        operator_engine(args, writes=True, workflows=registry) as engine,
-    ):
-        engine.signal(args.id, args.name, payload, signal_id=args.signal_id)
-        status = engine.describe(args.id).status
+    answer = carry_out(
+        args,
+        "signal_workflow",
+        params={"workflow_id": args.id, "name": args.name},
+        body=given(payload=json_option(args.payload, "--payload"), signal_id=args.signal_id),
+    )
     if args.json:
-        print(render.dumps({"id": args.id, "signal": args.name, "status": status}))
+        print(render.dumps(answer))
     else:
-        print(f"signal {args.name!r} stored for {args.id} (status now: {status})")
+        print(f"signal {args.name!r} stored for {args.id} (status now: {answer['status']})")
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    workflows = load_workflows(args.workflows) if args.workflows else None
-    with (
-        _driving(workflows) as registry,
-        operator_engine(args, writes=True, workflows=registry) as engine,
-    ):
-        before = engine.describe(args.id)
-        if not before.is_terminal:
-            engine.cancel(args.id)
-        status = engine.describe(args.id).status
+    with operator_engine(args) as reader:
+        before = reader.describe(args.id)
+    if before.is_terminal:  # the API refuses this (409); here it is a no-op said plainly
+        status = before.status
+    else:
+        status = carry_out(args, "cancel_workflow", params={"workflow_id": args.id})["status"]
     if args.json:
         print(render.dumps({"id": args.id, "status": status}))
     elif before.is_terminal:
@@ -255,40 +246,21 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_result(args: argparse.Namespace) -> int:
-    with operator_engine(args) as engine:
-        description = engine.describe(args.id)
-    finished = description.is_terminal
+    code, answer = reply(args, "get_result", params={"workflow_id": args.id}, writes=False)
+    status, finished = answer["status"], code == 200  # 202: still running
     if args.json:
-        out = {
-            "id": description.id,
-            "status": description.status,
-            "result": description.result,
-            "error": description.error,
-        }
-        print(render.dumps(out))
-    elif description.status == "completed":
-        print(render.dumps(description.result, pretty=True))
+        print(render.dumps(answer))
+    elif status == "completed":
+        print(render.dumps(answer["result"], pretty=True))
     elif finished:
-        error = description.error or {}
+        error = answer["error"] or {}
         detail = f": {error.get('type', '')}: {error.get('message', '')}" if error else ""
-        print(f"weft: {description.id} is {description.status}{detail}", file=sys.stderr)
+        print(f"weft: {args.id} is {status}{detail}", file=sys.stderr)
     else:
-        print(f"weft: {description.id} is {description.status}, not finished", file=sys.stderr)
-    if description.status == "completed":
+        print(f"weft: {args.id} is {status}, not finished", file=sys.stderr)
+    if status == "completed":
         return 0
     return 1 if finished else NOT_FINISHED_EXIT
-
-
-@contextmanager
-def _driving(workflows: dict[str, Any] | None) -> Iterator[dict[str, Any] | None]:
-    """Set up a write that may wake a workflow; yields the registry to build the engine with.
-
-    With workflows, the woken run is driven here and its activities may print: that goes to
-    stderr, so stdout keeps only the command's answer (valid JSON with ``--json``). Without,
-    the command only stores the write (the engine logs that at INFO, not as a warning).
-    """
-    with redirect_stdout(sys.stderr):
-        yield workflows
 
 
 def _error_text(error: dict[str, Any] | None) -> str:

@@ -95,7 +95,8 @@ def operator_engine(
     """An engine on the target store, closed (with its storage) on exit.
 
     Reads use a read-only engine, which claims nothing, writes nothing and works on a store
-    of any mode (a mode ``none`` engine is refused on a fenced store). Writes use the store's
+    of any mode (a mode ``none`` engine is refused on a fenced store); given ``workflows``
+    it can answer queries. Writes use the store's
     own mode, so they carry the fence the store's engines expect (under workflow-lease a
     cancel rotates the workflow's epoch, deposing its owner).
     """
@@ -117,7 +118,7 @@ def operator_engine(
                 services=module_services(args) if workflows else None,
             )
         else:
-            engine = reader_engine(storage, engine_id)
+            engine = reader_engine(storage, engine_id, workflows)
         try:
             yield engine
         finally:
@@ -159,8 +160,15 @@ def module_services(args: argparse.Namespace) -> Any:
     return getattr(importlib.import_module(module_name), "services", None) if module_name else None
 
 
-def reader_engine(storage: Storage, engine_id: str) -> Engine:
-    """An engine that only reads: no marker check, no claim, and any write it tries fails."""
+def reader_engine(
+    storage: Storage,
+    engine_id: str,
+    workflows: Mapping[str, WorkflowDefinition] | None = None,
+) -> Engine:
+    """An engine that only reads: no marker check, no claim, and any write it tries fails.
+
+    With ``workflows`` it can also answer queries (they replay the run's code in memory).
+    """
     from weft_serverless import read_only_engine
 
-    return read_only_engine(storage, engine_id)
+    return read_only_engine(storage, engine_id, workflows)

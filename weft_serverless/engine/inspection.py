@@ -26,6 +26,7 @@ from .records import History, failed_attempts, load_history
 
 if TYPE_CHECKING:
     from weft_serverless.storage.base import Storage
+    from weft_serverless.workflow import WorkflowDefinition
 
     from .engine import Engine
     from .handle import WorkflowDescription
@@ -210,14 +211,21 @@ def stored_ownership_mode(storage: Storage) -> Mode:
     return "none"
 
 
-def read_only_engine(storage: Storage, engine_id: str) -> Engine:
+def read_only_engine(
+    storage: Storage,
+    engine_id: str,
+    workflows: Mapping[str, WorkflowDefinition] | None = None,
+) -> Engine:
     """An engine that only reads a store of any mode: no marker check, no claim, no recovery,
-    no background work, and any write it tries fails with ``ConfigurationError``."""
+    no background work, and any write it tries fails with ``ConfigurationError``.
+
+    ``workflows`` are needed only to answer queries, which replay a run's code in memory.
+    """
     from .engine import Engine
     from .ownership import ReadOnly
     from .runtime import assemble
 
-    return Engine(assemble(storage, {}, ownership=ReadOnly, engine_id=engine_id))
+    return Engine(assemble(storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id))
 
 
 # -- the timeline ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from weft_serverless.codec import decode_record, encode
+from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import (
     ConfigurationError,
     OwnershipModeMismatchError,
@@ -246,6 +246,11 @@ class ReadOnly(Ownership):
     def conditions(self, workflow_id: str) -> list[Condition]:
         raise ConfigurationError("this engine only reads; open one in the store's mode to write")
 
+    def owner_of(self, workflow_id: str) -> dict[str, object] | None:
+        # The claim is a record like any other, so a reader describes a run as the engines
+        # of its store do (under workflow-lease: who holds it); other modes store none.
+        return stored_owner(self.host.storage, workflow_id)
+
     def external_conditions(self) -> list[Condition]:
         return self.conditions("")
 
@@ -257,6 +262,16 @@ class ReadOnly(Ownership):
 
     def resume_fragment(self, workflow_id: str) -> Fragment:
         return Fragment(conditions=self.conditions(workflow_id))
+
+
+def stored_owner(storage: Storage, workflow_id: str) -> dict[str, object] | None:
+    """The run's claim record under workflow-lease (holder, epoch, expiry), decoded; None
+    when no engine holds it or the store is of another mode."""
+    holder = storage.get(keys.owner_holder_key(workflow_id))
+    if holder is None:
+        return None
+    owner: dict[str, object] = decode(holder)
+    return owner
 
 
 def read_marker(host: OwnerHost) -> dict[str, Any] | None:

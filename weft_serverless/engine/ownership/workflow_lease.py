@@ -30,6 +30,7 @@ from .base import (
     Verdict,
     establish_mode,
     pack_epoch,
+    stored_owner,
     unpack_epoch,
 )
 from .claims import release_ops
@@ -260,8 +261,4 @@ class WorkflowLease(Takeover):
         )
 
     def owner_of(self, workflow_id: str) -> dict[str, object] | None:
-        holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
-        if holder is None:
-            return None
-        owner: dict[str, object] = decode(holder)
-        return owner
+        return stored_owner(self.host.storage, workflow_id)
