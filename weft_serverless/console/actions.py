@@ -16,6 +16,8 @@ from typing import Any
 from weft_serverless.aws.calls import call
 from weft_serverless.aws.responses import error_of
 
+from .state import current_console
+
 CALLER = "weft-console"
 """Who bulk audit records name as the caller of a console action."""
 READ_ONLY_CODE = "ReadOnlyConsoleError"
@@ -42,8 +44,6 @@ def perform(
     body: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Carry out ``operation`` (a route's operation name) through the console's engine."""
-    from .app import current_console
-
     console = current_console()
     if console.read_only:
         return Outcome(False, 403, None, READ_ONLY_CODE, "this console is read-only (--read-only)")
@@ -63,8 +63,6 @@ def read(
     query: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Carry out a reading ``operation`` (list, count, describe): allowed in read-only mode."""
-    from .app import current_console
-
     try:
         status, reply = call(current_console().engine, operation, params=params, query=query)
     except Exception as exc:

@@ -3,34 +3,20 @@
 The engine is built by the caller (``weft console`` opens the target as the CLI does) and
 kept for the app's life. Pages read through it; actions go through ``actions.perform``. In
 read-only mode the app is given a reader engine and every action is hidden and refused.
-Page modules import ``current_console`` from here when a request runs, never at import.
+Pages reach the console of the current request through ``state.current_console``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from flask import Flask, current_app, request
-
-from weft_serverless import Engine
+from flask import Flask, request
 
 from . import formatting, run_page, runs_page, schedules_page, start_form
+from .state import CONSOLE_KEY, Console
 
-CONSOLE_KEY = "weft_console"
-
-
-@dataclass(frozen=True, slots=True)
-class Console:
-    """What the pages need: the engine, what the console looks at, and what it may do."""
-
-    engine: Engine
-    target: str  # "SQLite file weft.db", "DynamoDB table weft-dev at http://...", ...
-    read_only: bool = False
-    drives: bool = False  # built with the workflows: a signal drives the run here
-    refresh_seconds: float = 2.0
-    samples: Mapping[str, Any] = field(default_factory=dict)  # an input per type, to start
+__all__ = ["Console", "create_app"]
 
 
 def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> Flask:
@@ -59,9 +45,3 @@ def refuse_cross_site_posts() -> tuple[str, int] | None:
     if request.method == "POST" and request.headers.get("HX-Request") != "true":
         return "refused: actions are posted by the console's own pages (HX-Request)", 403
     return None
-
-
-def current_console() -> Console:
-    """The console of the app serving the current request."""
-    found: Console = current_app.extensions[CONSOLE_KEY]
-    return found

@@ -27,6 +27,7 @@ from weft_serverless.aws.responses import bad_request
 
 from . import actions, formatting
 from .actions import Outcome
+from .state import current_console
 from .timeline import RunView, read_run
 
 blueprint = Blueprint("run", __name__, url_prefix="/runs")
@@ -150,7 +151,6 @@ def _view_or_none(workflow_id: str) -> RunView | None:
 
 
 def _engine() -> Engine:
-    from .app import current_console  # at request time: the app module imports this one
 
     return current_console().engine
 
