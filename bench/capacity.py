@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -39,12 +38,13 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 import capacity_model as model
 
 from weft_serverless import Engine, workflow
-from weft_serverless.errors import ClockSkewDetected
 from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
+from weft_serverless.errors import ClockSkewDetected
 from weft_serverless.storage import keys
 from weft_serverless.storage.dynamodb import DynamoDBStorage
 from weft_serverless.testing import VirtualClock, moto_dynamodb
 
+ROOT = Path(__file__).resolve().parent.parent
 SLEEP = 3600.0
 
 
@@ -376,6 +376,11 @@ def count(value: float) -> str:
     return f"{value:,.2f}"
 
 
+def units_row(label: str, units: model.Units, tail: str = "") -> str:
+    cells = f"{count(units.requests):>9} req {count(units.write_units):>9} WRU"
+    return f"  {label:<21}{cells} {count(units.read_units):>9} RRU  {tail}".rstrip()
+
+
 def report(
     measured: model.Measured,
     extra: dict[str, Any],
@@ -383,7 +388,6 @@ def report(
     deploy: model.Deployment,
     ownership: str,
 ) -> None:
-    run = measured.run
     print(
         f"workload: {count(load.runs_per_day)} runs/day ({load.runs_per_second:,.1f}/s), each "
         f"{load.steps} steps of {load.result_bytes} B, {load.sleeps} sleeps, {load.signals} "
@@ -391,37 +395,28 @@ def report(
     )
     print(
         f"construct: maintenance every {deploy.maintenance_rate_seconds:.0f} s "
-        f"({deploy.maintenance_memory_mb} MB, pass budget {deploy.maintenance_timeout_seconds:.0f} s,"
-        f" cap {deploy.max_timers_per_pass} timers/pass), API {deploy.api_memory_mb} MB, "
+        f"({deploy.maintenance_memory_mb} MB, "
+        f"pass budget {deploy.maintenance_timeout_seconds:.0f} s, "
+        f"cap {deploy.max_timers_per_pass} timers/pass), API {deploy.api_memory_mb} MB, "
         f"API throttle {deploy.api_throttle_rate:.0f} req/s"
     )
-    counted, metered_wru = extra["meter_check"]
+    run, fire = measured.run, measured.timer_fire
     print("\nmeasured on moto (per operation)")
-    print(
-        f"  one whole run        {run.requests:>7.1f} req {run.write_units:>7.1f} WRU {run.read_units:>7.1f} RRU  (${run.dollars() * 1e6:,.2f} per M runs)"
-    )
-    print(
-        f"  idle pass            {measured.idle_pass.requests:>7.1f} req {measured.idle_pass.write_units:>7.1f} WRU {measured.idle_pass.read_units:>7.1f} RRU  {measured.idle_pass_seconds * 1000:.1f} ms"
-    )
-    fire = measured.timer_fire
-    print(
-        f"  firing one timer     {fire.requests:>7.1f} req {fire.write_units:>7.1f} WRU {fire.read_units:>7.1f} RRU  (pass minus idle pass; drives the run to its next wait)"
-    )
-    print(
-        f"  API start / signal   {measured.start_seconds * 1000:.1f} ms / {measured.signal_seconds * 1000:.1f} ms wall"
-    )
+    print(units_row("one whole run", run, f"(${run.dollars() * 1e6:,.2f} per M runs)"))
+    idle_ms = measured.idle_pass_seconds * 1000
+    print(units_row("idle pass", measured.idle_pass, f"{idle_ms:.1f} ms"))
+    print(units_row("firing one timer", fire, "(a pass minus an idle pass)"))
+    start_ms, signal_ms = measured.start_seconds * 1000, measured.signal_seconds * 1000
+    print(f"  API start / signal   {start_ms:.1f} ms / {signal_ms:.1f} ms wall")
+    per_timer_ms = measured.fire_seconds_per_timer * 1000
     print(
         f"  one pass firing {extra['fired']} timers: {extra['fire_pass_seconds']:.2f} s wall, "
-        f"{measured.fire_seconds_per_timer * 1000:.1f} ms per timer, {extra['fire_pass_units'].requests:.0f} req"
+        f"{per_timer_ms:.1f} ms per timer, {extra['fire_pass_units'].requests:.0f} req"
     )
-    by_partition = ", ".join(
-        f"{name} {units:g}"
-        for name, units in sorted(measured.partition_writes.items(), key=lambda kv: -kv[1])
-    )
-    print(f"  WRU per run by partition: {by_partition}")
-    print(
-        f"  partition meter check: {counted:.0f} WRU counted by partition = {metered_wru:.0f} WRU metered"
-    )
+    ranked = sorted(measured.partition_writes.items(), key=lambda item: -item[1])
+    print("  WRU per run by partition: " + ", ".join(f"{n} {u:g}" for n, u in ranked))
+    counted, metered_wru = extra["meter_check"]
+    print(f"  partition meter check: {counted:.0f} WRU counted = {metered_wru:.0f} WRU metered")
 
     day = model.dynamodb_per_day(measured, load, deploy)
     lam = model.lambda_per_day(measured, load, deploy)
@@ -430,30 +425,31 @@ def report(
     sched_usd = model.scheduler_dollars_per_day(deploy.passes_per_day)
     total = ddb_usd + lam_usd + sched_usd
     print("\nper day")
+    print(units_row("DynamoDB runs", day.runs))
+    passes = f"({deploy.passes_per_day:.0f} passes)"
+    print(units_row("DynamoDB idle passes", day.maintenance, passes))
+    print(units_row("DynamoDB total", day.total, f"${ddb_usd:,.2f}"))
     print(
-        f"  DynamoDB runs        {count(day.runs.requests):>9} req {count(day.runs.write_units):>9} WRU {count(day.runs.read_units):>9} RRU"
+        f"  Lambda API           {count(lam.api_invocations):>9} inv "
+        f"{lam.api_gb_seconds:>12,.0f} GB-s  ({lam.api_requests_per_second:,.1f} req/s, "
+        f"{lam.api_concurrency:,.2f} concurrent, means over the day)"
     )
     print(
-        f"  DynamoDB idle passes {count(day.maintenance.requests):>9} req {count(day.maintenance.write_units):>9} WRU {count(day.maintenance.read_units):>9} RRU  ({deploy.passes_per_day:.0f} passes)"
+        f"  Lambda maintenance   {count(lam.maintenance_invocations):>9} inv "
+        f"{lam.maintenance_gb_seconds:>12,.0f} GB-s"
     )
     print(
-        f"  DynamoDB total       {count(day.total.requests):>9} req {count(day.total.write_units):>9} WRU {count(day.total.read_units):>9} RRU  ${ddb_usd:,.2f}"
+        f"  Lambda total         {count(lam.invocations):>9} inv {lam.gb_seconds:>12,.0f} GB-s"
+        f"  ${lam_usd:,.2f}  (local wall time stands in for Lambda duration)"
     )
     print(
-        f"  Lambda API           {count(lam.api_invocations):>9} inv {lam.api_gb_seconds:>12,.0f} GB-s  ({lam.api_requests_per_second:,.1f} req/s mean, {lam.api_concurrency:,.2f} concurrent mean)"
-    )
-    print(
-        f"  Lambda maintenance   {count(lam.maintenance_invocations):>9} inv {lam.maintenance_gb_seconds:>12,.0f} GB-s"
-    )
-    print(
-        f"  Lambda total         {count(lam.invocations):>9} inv {lam.gb_seconds:>12,.0f} GB-s  ${lam_usd:,.2f}  (local wall time stands in for Lambda duration)"
-    )
-    print(
-        f"  EventBridge          {count(deploy.passes_per_day):>9} inv  ${sched_usd:,.2f}  (14M a month free)"
+        f"  EventBridge          {count(deploy.passes_per_day):>9} inv  ${sched_usd:,.2f}"
+        "  (14M a month free)"
     )
     if lam.api_requests_per_second > deploy.api_throttle_rate:
         print(
-            f"  ! API mean {lam.api_requests_per_second:,.0f} req/s exceeds the stage throttle of {deploy.api_throttle_rate:.0f} req/s"
+            f"  ! the API's mean {lam.api_requests_per_second:,.0f} req/s is over the stage "
+            f"throttle of {deploy.api_throttle_rate:.0f} req/s (api_throttle_rate)"
         )
 
     print("\nhottest partitions (write units/s on one partition; limit 1,000)")
@@ -461,29 +457,29 @@ def report(
         if rate.name == model.RUN_PARTITION:
             continue
         where = f"1 of {rate.shards}" if rate.shards > 1 else "unsharded"
-        print(
-            f"  {rate.name:<22}{where:>10} {rate.write_units_per_second:>10,.2f} WCU/s  {rate.share_of_limit:>7.1%}"
-        )
+        wcu = rate.write_units_per_second
+        print(f"  {rate.name:<22}{where:>10} {wcu:>10,.2f} WCU/s  {rate.share_of_limit:>7.1%}")
     own = measured.partition_writes.get(model.RUN_PARTITION, 0.0)
     print(f"  (a run's own partition takes only that run's {own:g} WRU, whatever the load)")
 
     lag = model.maintenance_lag(measured, load, deploy)
     print("\nmaintenance")
     print(
-        f"  timers due {lag.due_per_second:,.2f}/s; one invocation fires {lag.fire_per_second:,.1f}/s while firing, "
-        f"the schedule allows {lag.capacity_per_second:,.2f}/s (cap {lag.cap_per_second:,.2f}/s)"
+        f"  timers due {lag.due_per_second:,.2f}/s; one invocation fires "
+        f"{lag.fire_per_second:,.1f}/s while firing; the schedule allows "
+        f"{lag.capacity_per_second:,.2f}/s (cap {lag.cap_per_second:,.2f}/s)"
     )
     if lag.keeps_up:
         print(f"  keeps up: a timer fires at most {lag.lateness_seconds:,.1f} s after it falls due")
     else:
         print(
-            f"  FALLS BEHIND by {count(lag.backlog_per_hour)} timers an hour; "
-            f"after one hour of this load a timer fires {lag.lateness_seconds / 60:,.0f} min late"
+            f"  FALLS BEHIND by {count(lag.backlog_per_hour)} timers an hour; after one hour "
+            f"of this load a timer fires {lag.lateness_seconds / 60:,.0f} min late"
         )
 
     peers = model.peers_per_day(load)
     print("\ndollars (on-demand list prices, us-east-1, 2026-12)")
-    print(f"  {'':<34}{'$ per day':>12}{'$ per M runs':>14}")
+    print(f"  {'':<38}{'$ per day':>12}{'$ per M runs':>14}")
     rows = [
         ("weft-serverless (DynamoDB+Lambda+EB)", total),
         ("  of which DynamoDB", ddb_usd),
@@ -492,11 +488,11 @@ def report(
         ("Step Functions Standard", peers.step_functions_dollars()),
     ]
     for name, dollars in rows:
-        print(f"  {name:<34}{dollars:>12,.2f}{model.per_million_runs(dollars, load):>14,.2f}")
+        print(f"  {name:<38}{dollars:>12,.2f}{model.per_million_runs(dollars, load):>14,.2f}")
     print(
-        f"  (durable functions: {count(peers.durable_operations)} ops + {peers.durable_gb_written:,.2f} GB "
-        f"written a day; Step Functions: {count(peers.step_transitions)} transitions a day; "
-        "their compute not counted)"
+        f"  (durable functions: {count(peers.durable_operations)} operations and "
+        f"{peers.durable_gb_written:,.2f} GB written a day; Step Functions: "
+        f"{count(peers.step_transitions)} transitions a day; their compute is not counted)"
     )
 
 
@@ -514,7 +510,7 @@ def main() -> None:
         "--shards",
         type=int,
         default=None,
-        help="timer/index shards (engine: %d)" % keys.TIMER_SHARDS,
+        help=f"timer/index shards (engine: {keys.TIMER_SHARDS})",
     )
     parser.add_argument("--timers", type=int, default=200, help="timers one measured pass fires")
     args = parser.parse_args()

@@ -1,0 +1,129 @@
+"""``bench/capacity_model.py`` turns a measurement into daily figures as its docstrings say.
+
+A small synthetic measurement with round numbers, so every expected value can be worked out
+by hand from the formula it checks.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capacity_model", BENCH / "capacity_model.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+m = _load()
+
+LOAD = m.Load(runs_per_day=864_000, steps=10, sleeps=2, signals=1, result_bytes=1000)  # 10/s
+DEPLOY = m.Deployment(
+    maintenance_rate_seconds=60.0,
+    maintenance_timeout_seconds=50.0,
+    maintenance_memory_mb=256,
+    api_memory_mb=512,
+    max_timers_per_pass=1000,
+    shards=8,
+)
+MEASURED = m.Measured(
+    run=m.Units(requests=20, write_units=40, read_units=10),
+    partition_writes={"wf": 30, "timers": 8, "status#running": 4, "meta": 1},
+    measured_shards={"timers": 4, "status#running": 4, "claims": 4},
+    idle_pass=m.Units(requests=10, write_units=0, read_units=10),
+    idle_shard_requests={"timers": 4, "claims": 4},
+    timer_fire=m.Units(requests=5, write_units=6, read_units=4),
+    start_seconds=0.1,
+    signal_seconds=0.05,
+    idle_pass_seconds=0.02,
+    fire_seconds_per_timer=0.04,
+)
+
+
+def test_partition_class_strips_shards_and_run_ids() -> None:
+    assert m.partition_class("timers#03") == "timers"
+    assert m.partition_class("status#running#01") == "status#running"
+    assert m.partition_class("wf#order%2D7") == "wf"
+    assert m.partition_class("meta") == "meta"
+    assert m.is_sharded("timers#03") and not m.is_sharded("meta")
+    assert not m.is_sharded("wf#12")
+
+
+def test_idle_pass_scales_only_its_shard_reads() -> None:
+    # 8 requests read 4 shards of two classes; at 8 shards they are 16: 8 more, 1 RRU each.
+    idle = m.idle_pass_at(MEASURED, 8)
+    assert (idle.requests, idle.write_units, idle.read_units) == (18, 0, 18)
+    assert m.idle_pass_at(MEASURED, 4) == MEASURED.idle_pass
+
+
+def test_dynamodb_per_day_is_runs_times_a_run_plus_passes_times_an_idle_pass() -> None:
+    day = m.dynamodb_per_day(MEASURED, LOAD, DEPLOY)
+    assert day.runs == m.Units(20 * 864_000, 40 * 864_000, 10 * 864_000)
+    assert day.maintenance == m.Units(18 * 1440, 0, 18 * 1440)
+    assert day.total.dollars() == pytest.approx(
+        40 * 864_000 * 0.625e-6 + (10 * 864_000 + 18 * 1440) * 0.125e-6
+    )
+
+
+def test_lambda_per_day_counts_a_start_and_each_signal_and_one_invocation_a_tick() -> None:
+    lam = m.lambda_per_day(MEASURED, LOAD, DEPLOY)
+    assert lam.api_invocations == 864_000 * 2
+    assert lam.api_gb_seconds == pytest.approx(864_000 * (0.1 + 0.05) * 0.5)
+    assert lam.maintenance_invocations == 1440
+    # Idle part of every pass, plus each of the day's 1,728,000 timers at 40 ms, at 0.25 GB.
+    assert lam.maintenance_gb_seconds == pytest.approx((1440 * 0.02 + 1_728_000 * 0.04) * 0.25)
+    assert lam.api_requests_per_second == pytest.approx(20.0)
+    assert lam.api_concurrency == pytest.approx(10 * 0.15)
+    assert lam.dollars() == pytest.approx(lam.invocations * 0.2e-6 + lam.gb_seconds * 0.0000133334)
+
+
+def test_scheduler_is_free_under_fourteen_million_a_month() -> None:
+    assert m.scheduler_dollars_per_day(1440) == 0.0
+    # 1M a day is 30.4375M a month: 16.4375M billable at $1/M, spread over the month's days.
+    assert m.scheduler_dollars_per_day(1e6) == pytest.approx(16.4375 / 30.4375)
+
+
+def test_partition_rates_spread_sharded_writes_over_the_deployed_shards() -> None:
+    rates = {rate.name: rate for rate in m.partition_rates(MEASURED, LOAD, DEPLOY)}
+    assert rates["timers"].write_units_per_second == pytest.approx(8 * 10 / 8)
+    assert rates["status#running"].write_units_per_second == pytest.approx(4 * 10 / 8)
+    assert rates["meta"].shards == 1
+    assert rates["meta"].write_units_per_second == pytest.approx(10.0)
+    assert rates["timers"].share_of_limit == pytest.approx(10 / 1000)
+    ordered = [rate.name for rate in m.partition_rates(MEASURED, LOAD, DEPLOY)]
+    assert ordered[:2] == ["timers", "meta"]
+    assert m.shards_needed(8, m.Load(runs_per_day=86_400 * 1000)) == 16  # 8,000 WCU/s at 500
+
+
+def test_maintenance_lag_keeps_up_below_capacity_and_falls_behind_above() -> None:
+    lag = m.maintenance_lag(MEASURED, LOAD, DEPLOY)
+    # 20 timers due a second; a pass fires 25/s for 50 s of each 60 s (20.8/s), cap 16.7/s.
+    assert lag.due_per_second == pytest.approx(20.0)
+    assert lag.fire_per_second == pytest.approx(25.0)
+    assert lag.capacity_per_second == pytest.approx(1000 / 60)
+    assert not lag.keeps_up
+    assert lag.backlog_per_hour == pytest.approx((20 - 1000 / 60) * 3600)
+    assert lag.lateness_seconds == pytest.approx(lag.backlog_per_hour / (1000 / 60))
+    light = m.maintenance_lag(MEASURED, m.Load(runs_per_day=86_400, sleeps=1), DEPLOY)
+    # 1 due a second: 60 due a tick, fired in 2.4 s after a wait of at most one tick.
+    assert light.keeps_up and light.backlog_per_hour == 0
+    assert light.lateness_seconds == pytest.approx(60 + 60 * 0.04)
+
+
+def test_peers_count_steps_waits_and_signals() -> None:
+    peers = m.peers_per_day(LOAD)
+    assert peers.durable_operations == 13 * 864_000
+    assert peers.durable_gb_written == pytest.approx(10 * 1000 * 864_000 / 1e9)
+    assert peers.durable_dollars() == pytest.approx(13 * 0.864 * 8 + 8.64 * 0.25)
+    assert peers.step_functions_dollars() == pytest.approx(13 * 0.864 * 25)
+    assert m.per_million_runs(86.4, LOAD) == pytest.approx(100.0)
