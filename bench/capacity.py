@@ -193,60 +193,75 @@ class RunMeasurement:
 
 
 def measure_run(storage: DynamoDBStorage, ownership: str, load: model.Load) -> RunMeasurement:
-    """One whole run of the workload, phase by phase; idle passes measured and taken off."""
+    """One whole run of the workload, phase by phase, as the deployment runs it.
+
+    Two engines share the table as the API and maintenance functions do, each call inside
+    an invocation scope (claims released at its end, as the handlers do). Before each wait
+    is ended, an idle pass is measured; the pass that fires the timer counts for the run
+    only above that idle pass, and so does a last pass after the run ended (its clean-up).
+    """
     clock = VirtualClock()
     parts = PartitionMeter(storage)
-    engine = engine_for(storage, ownership, clock)
+    api = engine_for(storage, ownership, clock)
+    maintenance = engine_for(storage, ownership, clock)
     spec = plan(load)
     run: list[Phase] = []
     idles: list[Phase] = []
-    fires: list[Phase] = []
+    passes: list[Phase] = []
+    paired: list[Phase] = []  # the idle pass measured just before each of ``passes``
     signals: list[Phase] = []
-    with metered(storage, parts, run), engine.invocation():
-        engine.start("workload", spec, id="run-0")
-    start_seconds = run[0].seconds
-    for wait in spec["waits"]:
+
+    def idle_pass() -> None:
         clock.advance(60.0)
-        with metered(storage, parts, idles):
-            idle_report = engine.run_maintenance()
-        assert idle_report.timers_fired == 0, idle_report
+        with metered(storage, parts, idles), maintenance.invocation():
+            report = maintenance.run_maintenance()
+        assert report.timers_fired == 0 and report.workflows_driven == 0, report
+
+    with metered(storage, parts, run), api.invocation():
+        api.start("workload", spec, id="run-0")
+    for wait in spec["waits"]:
+        idle_pass()
         if wait == "sleep":
             clock.advance(SLEEP)
-            with metered(storage, parts, fires):
-                report = engine.run_maintenance()
-            assert report.timers_fired == 1, report
+            paired.append(idles[-1])
+            with metered(storage, parts, passes), maintenance.invocation():
+                report = maintenance.run_maintenance()
+            assert report.timers_fired >= 1, report
         else:
-            with metered(storage, parts, signals), engine.invocation():
-                engine.signal("run-0", "go", None)
-    if not idles:
-        clock.advance(60.0)
-        with metered(storage, parts, idles):
-            engine.run_maintenance()
-    status = engine.describe("run-0").status
+            with metered(storage, parts, signals), api.invocation():
+                api.signal("run-0", "go", None)
+    idle_pass()
+    clock.advance(SLEEP)
+    paired.append(idles[-1])
+    with metered(storage, parts, passes), maintenance.invocation():
+        maintenance.run_maintenance()  # anything the run left behind falls due by now
+    status = api.describe("run-0").status
     assert status == "completed", status
-    engine.close()
-    idle = idles[-1]
+    api.close()
+    maintenance.close()
+    idle = idles[0]
     total_units = run[0].units
     writes = Counter(run[0].writes)
     fire_units = model.Units()
-    for phase in fires:
-        # A pass that fires the run's timer, less what an idle pass costs anyway.
-        fire_units = phase.units - idle.units
-        total_units += fire_units
+    for phase, before in zip(passes, paired, strict=True):
+        # A pass doing the run's work, less what the idle pass just before it cost.
+        extra = phase.units - before.units
+        fire_units = extra if fire_units == model.Units() else fire_units
+        total_units += extra
         writes.update(phase.writes)
-        writes.subtract(idle.writes)
+        writes.subtract(before.writes)
     for phase in signals:
         total_units += phase.units
         writes.update(phase.writes)
-    counted = sum(run[0].writes.values()) + sum(sum(p.writes.values()) for p in fires + signals)
-    metered_wru = run[0].units.write_units + sum(p.units.write_units for p in fires + signals)
+    counted = sum(sum(p.writes.values()) for p in run + passes + signals)
+    metered_wru = sum(p.units.write_units for p in run + passes + signals)
     signal_seconds = sum(p.seconds for p in signals) / len(signals) if signals else 0.0
     return RunMeasurement(
         total_units,
         +writes,
         idle,
-        fire_units,
-        start_seconds,
+        fire_units if load.sleeps else model.Units(),
+        run[0].seconds,
         signal_seconds,
         (counted, metered_wru),
     )
@@ -258,21 +273,23 @@ def measure_firing(
     """An idle pass, then one pass in which ``timers`` parked runs' timers all fall due."""
     clock = VirtualClock()
     parts = PartitionMeter(storage)
-    engine = engine_for(storage, ownership, clock)
+    api = engine_for(storage, ownership, clock)
+    maintenance = engine_for(storage, ownership, clock)
     after_sleep = plan(load)["counts"][1] if load.sleeps else 0
     spec = {"steps": after_sleep, "bytes": load.result_bytes}
-    with engine.invocation():
+    with api.invocation():
         for index in range(timers):
-            engine.start("nap", spec, id=f"nap-{index}")
+            api.start("nap", spec, id=f"nap-{index}")
     clock.advance(60.0)
     out: list[Phase] = []
-    with metered(storage, parts, out):
-        engine.run_maintenance()
+    with metered(storage, parts, out), maintenance.invocation():
+        maintenance.run_maintenance()
     clock.advance(SLEEP)
-    with metered(storage, parts, out):
-        report = engine.run_maintenance(max_timers=max(timers, MAX_TIMERS_PER_PASS))
+    with metered(storage, parts, out), maintenance.invocation():
+        report = maintenance.run_maintenance(max_timers=max(timers, MAX_TIMERS_PER_PASS))
     out[1].fired = report.timers_fired
-    engine.close()
+    api.close()
+    maintenance.close()
     return out[0], out[1]
 
 
