@@ -319,7 +319,7 @@ def construct_defaults() -> dict[str, float]:
     return found
 
 
-def deployment(shards: int | None) -> model.Deployment:
+def deployment(shards: int | None, tick: float) -> model.Deployment:
     from weft_serverless.aws.maintenance import DEFAULT_MARGIN
 
     found = construct_defaults()
@@ -331,6 +331,7 @@ def deployment(shards: int | None) -> model.Deployment:
         api_throttle_rate=found["api_throttle_rate"],
         max_timers_per_pass=MAX_TIMERS_PER_PASS,
         shards=shards or keys.TIMER_SHARDS,
+        tick_seconds=tick,
     )
 
 
@@ -414,7 +415,8 @@ def report(
         f"construct: maintenance every {deploy.maintenance_rate_seconds:.0f} s "
         f"({deploy.maintenance_memory_mb} MB, "
         f"pass budget {deploy.maintenance_timeout_seconds:.0f} s, "
-        f"cap {deploy.max_timers_per_pass} timers/pass), API {deploy.api_memory_mb} MB, "
+        f"cap {deploy.max_timers_per_pass} timers/pass, tick {deploy.tick_seconds:g} s), "
+        f"API {deploy.api_memory_mb} MB, "
         f"API throttle {deploy.api_throttle_rate:.0f} req/s"
     )
     run, fire = measured.run, measured.timer_fire
@@ -529,6 +531,9 @@ def main() -> None:
         default=None,
         help=f"timer/index shards (engine: {keys.TIMER_SHARDS})",
     )
+    parser.add_argument(
+        "--tick", type=float, default=0.0, help="WEFT_MAINTENANCE_TICK_SECONDS (0: one pass)"
+    )
     parser.add_argument("--timers", type=int, default=200, help="timers one measured pass fires")
     args = parser.parse_args()
     # The virtual clock runs years behind moto's wall clock on purpose (timers fall due when
@@ -536,7 +541,7 @@ def main() -> None:
     logging.getLogger("weft_serverless.engine").setLevel(logging.ERROR)
     warnings.simplefilter("ignore", ClockSkewDetected)
     load = model.Load(args.runs_per_day, args.steps, args.sleeps, args.signals, args.result_bytes)
-    deploy = deployment(args.shards)
+    deploy = deployment(args.shards, args.tick)
     measured, extra = measure(args.ownership, load, args.timers)
     report(measured, extra, load, deploy, args.ownership)
 

@@ -60,6 +60,8 @@ class Deployment:
     api_throttle_rate: float = 100.0
     max_timers_per_pass: int = 1000
     shards: int = 4
+    tick_seconds: float = 0.0
+    """``WEFT_MAINTENANCE_TICK_SECONDS``: 0 runs one pass per invocation, else one per tick."""
 
     @property
     def passes_per_day(self) -> float:
@@ -283,17 +285,19 @@ class Lag:
 def maintenance_lag(measured: Measured, load: Load, deploy: Deployment) -> Lag:
     """Due timers per second at this load against what the scheduled passes can fire.
 
-    One pass per tick (reserved concurrency 1 keeps passes serial) fires at most
-    ``max_timers_per_pass`` timers and at most what the measured fire rate allows within the
-    maintenance timeout. Shards spread writes; they do not add passes.
+    One invocation per scheduled tick (reserved concurrency 1 keeps them serial) runs one
+    pass, or one every ``tick_seconds`` within it; a pass fires at most
+    ``max_timers_per_pass`` timers, and an invocation at most what the measured fire rate
+    allows within its time budget. Shards spread writes; they do not add passes.
     """
     due = load.runs_per_second * load.sleeps
     fire = 1.0 / measured.fire_seconds_per_timer if measured.fire_seconds_per_timer else math.inf
-    cap = deploy.max_timers_per_pass / deploy.maintenance_rate_seconds
+    every = deploy.tick_seconds or deploy.maintenance_rate_seconds
+    cap = deploy.max_timers_per_pass / every
     in_time = fire * deploy.maintenance_timeout_seconds / deploy.maintenance_rate_seconds
     capacity = min(cap, in_time)
-    due_per_pass = due * deploy.maintenance_rate_seconds
-    busy = deploy.maintenance_rate_seconds + min(due_per_pass, deploy.max_timers_per_pass) / fire
+    due_per_pass = due * every
+    busy = every + min(due_per_pass, deploy.max_timers_per_pass) / fire
     return Lag(due, fire, cap, capacity, busy)
 
 

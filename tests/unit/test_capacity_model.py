@@ -127,3 +127,14 @@ def test_peers_count_steps_waits_and_signals() -> None:
     assert peers.durable_dollars() == pytest.approx(13 * 0.864 * 8 + 8.64 * 0.25)
     assert peers.step_functions_dollars() == pytest.approx(13 * 0.864 * 25)
     assert m.per_million_runs(86.4, LOAD) == pytest.approx(100.0)
+
+
+def test_a_tick_runs_more_passes_but_not_faster_than_the_fire_rate() -> None:
+    ticking = m.Deployment(maintenance_timeout_seconds=50.0, tick_seconds=10.0)
+    lag = m.maintenance_lag(MEASURED, LOAD, ticking)
+    # Cap 1,000 per 10 s pass is 100/s; 25/s for 50 s of each 60 s is 20.8/s: that binds.
+    assert lag.cap_per_second == pytest.approx(100.0)
+    assert lag.capacity_per_second == pytest.approx(25 * 50 / 60)
+    assert lag.keeps_up  # 20 due a second against 20.8
+    # 200 fall due each 10 s tick and take 8 s to fire at 25/s.
+    assert lag.lateness_seconds == pytest.approx(10 + 200 / 25)
