@@ -9,8 +9,9 @@ Then scales those measured figures to the requested load (bench/capacity_model.p
 arithmetic) and prints DynamoDB units, Lambda invocations and GB-seconds, EventBridge
 invocations, the hottest partitions against the 1,000 WCU/s limit, maintenance lag and
 dollars, beside Lambda durable functions and Step Functions Standard.
-Run: ``python bench/capacity.py --runs-per-day 1000000`` (about 30 s, most of it parking the
-runs whose timers one pass fires).
+Run: ``python bench/capacity.py --runs-per-day 1000000`` (about 20 s, most of it parking the
+runs whose timers one pass fires); several loads from one measurement: ``--runs-per-day
+1e6,1e7,1e8``.
 """
 
 from __future__ import annotations
@@ -174,6 +175,15 @@ def engine_for(storage: DynamoDBStorage, ownership: str, clock: VirtualClock) ->
     )
 
 
+def engines(storage: DynamoDBStorage, ownership: str, clock: VirtualClock) -> tuple[Engine, Engine]:
+    """An API and a maintenance engine; one engine for both under ``lease``, whose store-wide
+    lease admits a single engine at a time."""
+    api = engine_for(storage, ownership, clock)
+    if ownership == "lease":
+        return api, api
+    return api, engine_for(storage, ownership, clock)
+
+
 def classes(counter: Counter[str]) -> Counter[str]:
     grouped: Counter[str] = Counter()
     for partition, units in counter.items():
@@ -202,8 +212,7 @@ def measure_run(storage: DynamoDBStorage, ownership: str, load: model.Load) -> R
     """
     clock = VirtualClock()
     parts = PartitionMeter(storage)
-    api = engine_for(storage, ownership, clock)
-    maintenance = engine_for(storage, ownership, clock)
+    api, maintenance = engines(storage, ownership, clock)
     spec = plan(load)
     run: list[Phase] = []
     idles: list[Phase] = []
@@ -273,8 +282,7 @@ def measure_firing(
     """An idle pass, then one pass in which ``timers`` parked runs' timers all fall due."""
     clock = VirtualClock()
     parts = PartitionMeter(storage)
-    api = engine_for(storage, ownership, clock)
-    maintenance = engine_for(storage, ownership, clock)
+    api, maintenance = engines(storage, ownership, clock)
     after_sleep = plan(load)["counts"][1] if load.sleeps else 0
     spec = {"steps": after_sleep, "bytes": load.result_bytes}
     with api.invocation():
@@ -377,6 +385,7 @@ def measure(ownership: str, load: model.Load, timers: int) -> tuple[model.Measur
         signal_seconds=one.signal_seconds,
         idle_pass_seconds=one.idle.seconds,
         fire_seconds_per_timer=per_timer,
+        idle_partition_writes=dict(classes(one.idle.writes)),
     )
     extra = {
         "fired": many.fired,
@@ -399,7 +408,7 @@ def units_row(label: str, units: model.Units, tail: str = "") -> str:
     return f"  {label:<21}{cells} {count(units.read_units):>9} RRU  {tail}".rstrip()
 
 
-def report(
+def report_measured(
     measured: model.Measured,
     extra: dict[str, Any],
     load: model.Load,
@@ -407,9 +416,8 @@ def report(
     ownership: str,
 ) -> None:
     print(
-        f"workload: {count(load.runs_per_day)} runs/day ({load.runs_per_second:,.1f}/s), each "
-        f"{load.steps} steps of {load.result_bytes} B, {load.sleeps} sleeps, {load.signals} "
-        f"signals; ownership {ownership}; shards {deploy.shards}"
+        f"workload: each run {load.steps} steps of {load.result_bytes} B, {load.sleeps} "
+        f"sleeps, {load.signals} signals; ownership {ownership}; shards {deploy.shards}"
     )
     print(
         f"construct: maintenance every {deploy.maintenance_rate_seconds:.0f} s "
@@ -437,13 +445,16 @@ def report(
     counted, metered_wru = extra["meter_check"]
     print(f"  partition meter check: {counted:.0f} WRU counted = {metered_wru:.0f} WRU metered")
 
+
+def report_load(measured: model.Measured, load: model.Load, deploy: model.Deployment) -> None:
+    print(f"\n=== {count(load.runs_per_day)} runs a day ({load.runs_per_second:,.1f} a second)")
     day = model.dynamodb_per_day(measured, load, deploy)
     lam = model.lambda_per_day(measured, load, deploy)
     ddb_usd = day.total.dollars()
     lam_usd = lam.dollars()
     sched_usd = model.scheduler_dollars_per_day(deploy.passes_per_day)
     total = ddb_usd + lam_usd + sched_usd
-    print("\nper day")
+    print("per day")
     print(units_row("DynamoDB runs", day.runs))
     passes = f"({deploy.passes_per_day:.0f} passes)"
     print(units_row("DynamoDB idle passes", day.maintenance, passes))
@@ -495,6 +506,7 @@ def report(
             f"  FALLS BEHIND by {count(lag.backlog_per_hour)} timers an hour; after one hour "
             f"of this load a timer fires {lag.lateness_seconds / 60:,.0f} min late"
         )
+        print("  (the maintenance GB-s above price firing every timer, which it cannot do in time)")
 
     peers = model.peers_per_day(load)
     print("\ndollars (on-demand list prices, us-east-1, 2026-12)")
@@ -517,7 +529,9 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs-per-day", type=float, default=1_000_000)
+    parser.add_argument(
+        "--runs-per-day", default="1000000", help="one load, or several: 1e6,1e7,1e8"
+    )
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--sleeps", type=int, default=1)
     parser.add_argument("--signals", type=int, default=1)
@@ -540,10 +554,15 @@ def main() -> None:
     # the bench says): the skew warning it raises says nothing about the figures.
     logging.getLogger("weft_serverless.engine").setLevel(logging.ERROR)
     warnings.simplefilter("ignore", ClockSkewDetected)
-    load = model.Load(args.runs_per_day, args.steps, args.sleeps, args.signals, args.result_bytes)
+    loads = [
+        model.Load(float(runs), args.steps, args.sleeps, args.signals, args.result_bytes)
+        for runs in args.runs_per_day.split(",")
+    ]
     deploy = deployment(args.shards, args.tick)
-    measured, extra = measure(args.ownership, load, args.timers)
-    report(measured, extra, load, deploy, args.ownership)
+    measured, extra = measure(args.ownership, loads[0], args.timers)
+    report_measured(measured, extra, loads[0], deploy, args.ownership)
+    for load in loads:
+        report_load(measured, load, deploy)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SECONDS_PER_DAY = 86_400
 DAYS_PER_MONTH = 30.4375  # 365.25 / 12, to spread monthly free tiers over days
@@ -105,8 +105,9 @@ class Measured:
     counted above an idle pass, its signals, its end). ``partition_writes`` holds the write
     units that run put on each partition class (``timers``, ``status#running``, ``wf``...),
     ``measured_shards`` the shard count of each sharded class when it was measured.
-    ``idle_pass`` is a maintenance pass with nothing due; ``idle_shard_requests`` the part of
-    its requests that read sharded partitions, by class (they scale with the shard count).
+    ``idle_pass`` is a maintenance pass with nothing due, ``idle_partition_writes`` its
+    write units by partition class (an engine lease it renews), ``idle_shard_requests`` the
+    part of its requests that read sharded partitions, by class (they scale with shards).
     Durations are local wall seconds, a stand-in for Lambda duration.
     """
 
@@ -120,6 +121,7 @@ class Measured:
     signal_seconds: float
     idle_pass_seconds: float
     fire_seconds_per_timer: float
+    idle_partition_writes: Mapping[str, float] = field(default_factory=dict)
 
 
 def partition_class(partition: str) -> str:
@@ -236,15 +238,19 @@ def partition_rates(measured: Measured, load: Load, deploy: Deployment) -> list[
     A sharded class's writes spread evenly over ``deploy.shards`` shards (runs hash to
     shards by id); an unsharded shared partition takes all of them. A run's own partition
     takes only that run's writes: its figure is the run's mean over a day, which no load
-    changes (a burst of one run's steps is bounded by one engine's commit rate).
+    changes (a burst of one run's steps is bounded by one engine's commit rate). Idle
+    passes add their own writes once a tick, whatever the load.
     """
     rates = []
-    for name, units in measured.partition_writes.items():
+    passes_per_second = deploy.passes_per_day / SECONDS_PER_DAY
+    for name in {**measured.partition_writes, **measured.idle_partition_writes}:
+        units = measured.partition_writes.get(name, 0.0)
         if name == RUN_PARTITION:
             rates.append(PartitionRate(name, 0, units / SECONDS_PER_DAY))
             continue
         shards = deploy.shards if name in measured.measured_shards else 1
-        rates.append(PartitionRate(name, shards, units * load.runs_per_second / shards))
+        idle = measured.idle_partition_writes.get(name, 0.0) * passes_per_second
+        rates.append(PartitionRate(name, shards, (units * load.runs_per_second + idle) / shards))
     return sorted(rates, key=lambda rate: rate.write_units_per_second, reverse=True)
 
 
