@@ -472,6 +472,11 @@ def report_load(measured: model.Measured, load: model.Load, deploy: model.Deploy
     passes = f"({deploy.passes_per_day:.0f} passes)"
     print(units_row("DynamoDB idle passes", day.maintenance, passes))
     print(units_row("DynamoDB total", day.total, f"${ddb_usd:,.2f}"))
+    wcu, rcu = model.table_rates(day)
+    print(
+        f"  DynamoDB table       {wcu:>9,.0f} WRU/s {rcu:>9,.0f} RRU/s mean, against the "
+        f"default on-demand table quota of {model.TABLE_UNIT_QUOTA:,} each"
+    )
     print(
         f"  Lambda API           {count(lam.api_invocations):>9} inv "
         f"{lam.api_gb_seconds:>12,.0f} GB-s  ({lam.api_requests_per_second:,.1f} req/s, "

@@ -29,6 +29,7 @@ STEP_FUNCTIONS_TRANSITION_USD = 25.00 / 1e6
 
 PARTITION_WRITE_LIMIT = 1000  # write units per second one DynamoDB partition accepts
 PARTITION_READ_LIMIT = 3000  # strongly consistent read units per second
+TABLE_UNIT_QUOTA = 40_000  # default per-table quota of an on-demand table, reads and writes each
 
 RUN_PARTITION = "wf"
 """Class of a run's own partition: only that run writes it, so load never makes it hotter."""
@@ -167,6 +168,11 @@ def dynamodb_per_day(measured: Measured, load: Load, deploy: Deployment) -> Dyna
     runs = measured.run.times(load.runs_per_day)
     passes = idle_pass_at(measured, deploy.shards).times(deploy.passes_per_day)
     return DynamoDay(runs, passes)
+
+
+def table_rates(day: DynamoDay) -> tuple[float, float]:
+    """Mean write and read units per second the table takes (the quota is per second)."""
+    return day.total.write_units / SECONDS_PER_DAY, day.total.read_units / SECONDS_PER_DAY
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,9 @@ def test_dynamodb_per_day_is_runs_times_a_run_plus_passes_times_an_idle_pass() -
     day = m.dynamodb_per_day(MEASURED, LOAD, DEPLOY)
     assert day.runs == m.Units(20 * 864_000, 40 * 864_000, 10 * 864_000)
     assert day.maintenance == m.Units(18 * 1440, 0, 18 * 1440)
+    assert m.table_rates(day) == pytest.approx(
+        (40 * 864_000 / 86_400, (10 * 864_000 + 18 * 1440) / 86_400)
+    )
     assert day.total.dollars() == pytest.approx(
         40 * 864_000 * 0.625e-6 + (10 * 864_000 + 18 * 1440) * 0.125e-6
     )
