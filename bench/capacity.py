@@ -459,6 +459,12 @@ def report_measured(
     print(f"  partition meter check: {counted:.0f} WRU counted = {metered_wru:.0f} WRU metered")
 
 
+def report_limits(measured: model.Measured, load: model.Load, deploy: model.Deployment) -> None:
+    print("\nwhat breaks first as load grows (runs a day at the mean rate; peaks come sooner)")
+    for name, runs, knob in model.limits(measured, load, deploy):
+        print(f"  {count(runs):>9}  {name}  [knob: {knob}]")
+
+
 def report_load(measured: model.Measured, load: model.Load, deploy: model.Deployment) -> None:
     print(f"\n=== {count(load.runs_per_day)} runs a day ({load.runs_per_second:,.1f} a second)")
     day = model.dynamodb_per_day(measured, load, deploy)
@@ -580,6 +586,7 @@ def main() -> None:
     deploy = deployment(args.shards, args.tick)
     measured, extra = measure(args.ownership, loads[0], args.timers, args.repeat)
     report_measured(measured, extra, loads[0], deploy, args.ownership)
+    report_limits(measured, loads[0], deploy)
     for load in loads:
         report_load(measured, load, deploy)
 

@@ -30,6 +30,7 @@ STEP_FUNCTIONS_TRANSITION_USD = 25.00 / 1e6
 PARTITION_WRITE_LIMIT = 1000  # write units per second one DynamoDB partition accepts
 PARTITION_READ_LIMIT = 3000  # strongly consistent read units per second
 TABLE_UNIT_QUOTA = 40_000  # default per-table quota of an on-demand table, reads and writes each
+LAMBDA_CONCURRENCY_QUOTA = 1000  # default concurrent executions per account and Region
 
 RUN_PARTITION = "wf"
 """Class of a run's own partition: only that run writes it, so load never makes it hotter."""
@@ -311,6 +312,63 @@ def maintenance_lag(measured: Measured, load: Load, deploy: Deployment) -> Lag:
     due_per_pass = due * every
     busy = every + min(due_per_pass, deploy.max_timers_per_pass) / fire
     return Lag(due, fire, cap, capacity, busy)
+
+
+def limits(measured: Measured, load: Load, deploy: Deployment) -> list[tuple[str, float, str]]:
+    """Runs a day (mean rate) at which each limit is reached, lowest first, with its knob.
+
+    Every figure above grows in proportion to runs a day, so each limit is crossed at one
+    load: the limit over what one run a day spends of it. Peaks above the mean reach each
+    limit at a proportionally lower daily count.
+    """
+    found: list[tuple[str, float, str]] = []
+    one = Load(SECONDS_PER_DAY, load.steps, load.sleeps, load.signals, load.result_bytes)
+    if load.sleeps:
+        lag = maintenance_lag(measured, one, deploy)
+        found.append(
+            (
+                "maintenance fires timers as fast as they fall due",
+                lag.capacity_per_second / load.sleeps * SECONDS_PER_DAY,
+                "WEFT_MAINTENANCE_TICK_SECONDS, maintenance_memory_mb; then none (one "
+                "serial invocation)",
+            )
+        )
+    api = lambda_per_day(measured, one, deploy)
+    found.append(
+        (
+            "API stage throttle",
+            deploy.api_throttle_rate / api.api_requests_per_second * SECONDS_PER_DAY,
+            "api_throttle_rate, api_throttle_burst",
+        )
+    )
+    if api.api_concurrency:
+        found.append(
+            (
+                "Lambda concurrent executions (account default)",
+                LAMBDA_CONCURRENCY_QUOTA / api.api_concurrency * SECONDS_PER_DAY,
+                "a quota increase; reserved concurrency for the API function",
+            )
+        )
+    for rate in partition_rates(measured, one, deploy):
+        if rate.name != RUN_PARTITION and rate.write_units_per_second:
+            found.append(
+                (
+                    f"partition write limit on {rate.name} ({rate.shards} shards)",
+                    PARTITION_WRITE_LIMIT / rate.write_units_per_second * SECONDS_PER_DAY,
+                    "the shard counts in storage/keys (a code change)",
+                )
+            )
+    day = dynamodb_per_day(measured, one, deploy)
+    for what, units in zip(("write", "read"), table_rates(day), strict=True):
+        if units:
+            found.append(
+                (
+                    f"table {what} quota (on-demand default)",
+                    TABLE_UNIT_QUOTA / units * SECONDS_PER_DAY,
+                    "a quota increase",
+                )
+            )
+    return sorted(found, key=lambda limit: limit[1])
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,21 @@ def test_a_tick_runs_more_passes_but_not_faster_than_the_fire_rate() -> None:
     assert lag.keeps_up  # 20 due a second against 20.8
     # 200 fall due each 10 s tick and take 8 s to fire at 25/s.
     assert lag.lateness_seconds == pytest.approx(10 + 200 / 25)
+
+
+def test_limits_are_the_loads_at_which_each_figure_meets_its_limit() -> None:
+    found = {name: runs for name, runs, _ in m.limits(MEASURED, LOAD, DEPLOY)}
+    # 1,000 timers a minute, 2 sleeps a run: 8.33 runs/s.
+    assert found["maintenance fires timers as fast as they fall due"] == pytest.approx(
+        1000 / 60 / 2 * 86_400
+    )
+    assert found["API stage throttle"] == pytest.approx(100 / 2 * 86_400)  # 2 calls a run
+    # A run holds an API function 0.1 s (start) + 0.05 s (a signal): 1,000 at 6,667 runs/s.
+    assert found["Lambda concurrent executions (account default)"] == pytest.approx(
+        1000 / 0.15 * 86_400
+    )
+    # timers: 8 units a run over 8 shards, 1,000 WCU/s each.
+    assert found["partition write limit on timers (8 shards)"] == pytest.approx(1000 * 86_400)
+    assert found["table write quota (on-demand default)"] == pytest.approx(40_000 / 40 * 86_400)
+    ordered = [runs for _, runs, _ in m.limits(MEASURED, LOAD, DEPLOY)]
+    assert ordered == sorted(ordered)
