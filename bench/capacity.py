@@ -302,11 +302,12 @@ def measure_firing(
     return out[0], out[1]
 
 
-def construct_defaults() -> dict[str, float]:
+def construct_defaults() -> tuple[dict[str, float], dict[str, str]]:
     """The CDK construct's defaults, read from its source (no CDK import needed)."""
     source = (ROOT / "infra" / "weft_serverless_infra" / "construct.py").read_text()
     tree = ast.parse(source)
     found: dict[str, float] = {}
+    strings: dict[str, str] = {}
     seconds = {"seconds": 1, "minutes": 60, "hours": 3600}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
@@ -314,6 +315,8 @@ def construct_defaults() -> dict[str, float]:
             for arg, default in zip(args, node.args.kw_defaults, strict=True):
                 if isinstance(default, ast.Constant) and isinstance(default.value, int | float):
                     found[arg.arg] = float(default.value)
+                if isinstance(default, ast.Constant) and isinstance(default.value, str):
+                    strings[arg.arg] = default.value
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.BoolOp):
             target = node.targets[0]
             call = node.value.values[-1]
@@ -325,19 +328,20 @@ def construct_defaults() -> dict[str, float]:
                 and isinstance(call.args[0], ast.Constant)
             ):
                 found[target.id] = float(call.args[0].value) * seconds[call.func.attr]
-    return found
+    return found, strings
 
 
 def deployment(shards: int | None, tick: float) -> model.Deployment:
     from weft_serverless.aws.maintenance import DEFAULT_MARGIN
 
-    found = construct_defaults()
+    found, strings = construct_defaults()
     return model.Deployment(
         maintenance_rate_seconds=found["rate"],
         maintenance_timeout_seconds=found["maintenance_timeout"] - DEFAULT_MARGIN,
         maintenance_memory_mb=int(found["maintenance_memory_mb"]),
         api_memory_mb=int(found["api_memory_mb"]),
         api_throttle_rate=found["api_throttle_rate"],
+        api=strings["api"],
         max_timers_per_pass=MAX_TIMERS_PER_PASS,
         shards=shards or keys.TIMER_SHARDS,
         tick_seconds=tick,
@@ -437,7 +441,7 @@ def report_measured(
         f"({deploy.maintenance_memory_mb} MB, "
         f"pass budget {deploy.maintenance_timeout_seconds:.0f} s, "
         f"cap {deploy.max_timers_per_pass} timers/pass, tick {deploy.tick_seconds:g} s), "
-        f"API {deploy.api_memory_mb} MB, "
+        f"{deploy.api} API, {deploy.api_memory_mb} MB, "
         f"API throttle {deploy.api_throttle_rate:.0f} req/s"
     )
     run, fire = measured.run, measured.timer_fire
@@ -472,7 +476,8 @@ def report_load(measured: model.Measured, load: model.Load, deploy: model.Deploy
     ddb_usd = day.total.dollars()
     lam_usd = lam.dollars()
     sched_usd = model.scheduler_dollars_per_day(deploy.passes_per_day)
-    total = ddb_usd + lam_usd + sched_usd
+    gateway_usd = model.api_gateway_dollars_per_day(lam, deploy)
+    total = ddb_usd + lam_usd + sched_usd + gateway_usd
     print("per day")
     print(units_row("DynamoDB runs", day.runs))
     passes = f"({deploy.passes_per_day:.0f} passes)"
@@ -536,9 +541,11 @@ def report_load(measured: model.Measured, load: model.Load, deploy: model.Deploy
     print("\ndollars (on-demand list prices, us-east-1, 2026-12)")
     print(f"  {'':<38}{'$ per day':>12}{'$ per M runs':>14}")
     rows = [
-        ("weft-serverless (DynamoDB+Lambda+EB)", total),
+        ("weft-serverless, all of it", total),
         ("  of which DynamoDB", ddb_usd),
         ("  of which Lambda", lam_usd),
+        (f"  of which API Gateway ({deploy.api} API)", gateway_usd),
+        ("  of which EventBridge", sched_usd),
         ("Lambda durable functions", peers.durable_dollars()),
         ("Step Functions Standard", peers.step_functions_dollars()),
     ]

@@ -21,6 +21,7 @@ DYNAMODB_WRU_USD = 0.625 / 1e6
 DYNAMODB_RRU_USD = 0.125 / 1e6
 LAMBDA_REQUEST_USD = 0.20 / 1e6
 LAMBDA_GB_SECOND_USD = 0.0000133334  # arm64
+API_GATEWAY_USD = {"rest": 3.50 / 1e6, "http": 1.00 / 1e6}  # per request, first tier
 SCHEDULER_INVOCATION_USD = 1.00 / 1e6
 SCHEDULER_FREE_PER_MONTH = 14_000_000
 DURABLE_OPERATION_USD = 8.00 / 1e6
@@ -60,6 +61,7 @@ class Deployment:
     maintenance_memory_mb: int = 256
     api_memory_mb: int = 512
     api_throttle_rate: float = 100.0
+    api: str = "rest"
     max_timers_per_pass: int = 1000
     shards: int = 4
     tick_seconds: float = 0.0
@@ -220,6 +222,11 @@ def lambda_per_day(measured: Measured, load: Load, deploy: Deployment) -> Lambda
         api_concurrency=api_seconds / SECONDS_PER_DAY,
         api_requests_per_second=api_calls / SECONDS_PER_DAY,
     )
+
+
+def api_gateway_dollars_per_day(lam: LambdaDay, deploy: Deployment) -> float:
+    """Each API invocation is one API Gateway request, at the stage type's price."""
+    return lam.api_invocations * API_GATEWAY_USD[deploy.api]
 
 
 def scheduler_dollars_per_day(invocations_per_day: float) -> float:

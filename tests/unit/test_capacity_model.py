@@ -91,6 +91,13 @@ def test_lambda_per_day_counts_a_start_and_each_signal_and_one_invocation_a_tick
     assert lam.dollars() == pytest.approx(lam.invocations * 0.2e-6 + lam.gb_seconds * 0.0000133334)
 
 
+def test_api_gateway_charges_each_api_invocation_at_the_stage_types_price() -> None:
+    lam = m.lambda_per_day(MEASURED, LOAD, DEPLOY)
+    assert m.api_gateway_dollars_per_day(lam, DEPLOY) == pytest.approx(864_000 * 2 * 3.5e-6)
+    http = m.Deployment(api="http")
+    assert m.api_gateway_dollars_per_day(lam, http) == pytest.approx(864_000 * 2 * 1e-6)
+
+
 def test_scheduler_is_free_under_fourteen_million_a_month() -> None:
     assert m.scheduler_dollars_per_day(1440) == 0.0
     # 1M a day is 30.4375M a month: 16.4375M billable at $1/M, spread over the month's days.
