@@ -44,6 +44,7 @@ from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
 from weft_serverless.errors import ClockSkewDetected
 from weft_serverless.storage import keys
 from weft_serverless.storage.dynamodb import DynamoDBStorage
+from weft_serverless.storage.dynamodb_meter import TRANSACTION_MULTIPLIER
 from weft_serverless.testing import VirtualClock, moto_dynamodb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +105,9 @@ class PartitionMeter:
     """Write units per partition and shard reads, counted where the adapter bills them.
 
     Wraps the adapter's write path (each action's units, doubled in a transaction, as the
-    meter bills them; a batch delete 1 unit a key) and its range reads (one per call).
+    meter bills them; a batch delete 1 unit a key) and its range reads (one per call). A
+    refused conditional write is billed by the meter from the item it returns; the report
+    compares the two totals, so a difference shows.
     """
 
     def __init__(self, storage: DynamoDBStorage) -> None:
@@ -121,7 +124,7 @@ class PartitionMeter:
         def counted_transact(actions: list[Any]) -> None:
             for action in actions:
                 if action.kind != "ConditionCheck":
-                    self.writes[action.key.partition] += action.units() * 2
+                    self.writes[action.key.partition] += action.units() * TRANSACTION_MULTIPLIER
             transact(actions)
 
         def counted_delete(chunk: Any) -> None:
