@@ -17,7 +17,6 @@ runs whose timers one pass fires); several loads from one measurement: ``--runs-
 from __future__ import annotations
 
 import argparse
-import ast
 import logging
 import os
 import statistics
@@ -305,39 +304,11 @@ def measure_firing(
     return out[0], out[1]
 
 
-def construct_defaults() -> tuple[dict[str, float], dict[str, str]]:
-    """The CDK construct's defaults, read from its source (no CDK import needed)."""
-    source = (ROOT / "infra" / "weft_serverless_infra" / "construct.py").read_text()
-    tree = ast.parse(source)
-    found: dict[str, float] = {}
-    strings: dict[str, str] = {}
-    seconds = {"seconds": 1, "minutes": 60, "hours": 3600}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
-            args = node.args.kwonlyargs
-            for arg, default in zip(args, node.args.kw_defaults, strict=True):
-                if isinstance(default, ast.Constant) and isinstance(default.value, int | float):
-                    found[arg.arg] = float(default.value)
-                if isinstance(default, ast.Constant) and isinstance(default.value, str):
-                    strings[arg.arg] = default.value
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.BoolOp):
-            target = node.targets[0]
-            call = node.value.values[-1]
-            if (
-                isinstance(target, ast.Name)
-                and isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and call.func.attr in seconds
-                and isinstance(call.args[0], ast.Constant)
-            ):
-                found[target.id] = float(call.args[0].value) * seconds[call.func.attr]
-    return found, strings
-
-
 def deployment(shards: int | None, tick: float) -> model.Deployment:
     from weft_serverless.aws.maintenance import DEFAULT_MARGIN
 
-    found, strings = construct_defaults()
+    source = (ROOT / "infra" / "weft_serverless_infra" / "construct.py").read_text()
+    found, strings = model.construct_defaults(source)
     return model.Deployment(
         maintenance_rate_seconds=found["rate"],
         maintenance_timeout_seconds=found["maintenance_timeout"] - DEFAULT_MARGIN,

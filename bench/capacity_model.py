@@ -8,6 +8,7 @@ comes in through ``Measured``.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Mapping
@@ -70,6 +71,48 @@ class Deployment:
     @property
     def passes_per_day(self) -> float:
         return SECONDS_PER_DAY / self.maintenance_rate_seconds
+
+
+DEPLOYMENT_SETTINGS = (
+    "rate",
+    "maintenance_timeout",
+    "maintenance_memory_mb",
+    "api_memory_mb",
+    "api_throttle_rate",
+)
+"""What ``construct_defaults`` must find in the construct for ``Deployment``."""
+
+
+def construct_defaults(source: str) -> tuple[dict[str, float], dict[str, str]]:
+    """The CDK construct's defaults, read from its source so no CDK import is needed.
+
+    Numbers and strings are the constructor's keyword defaults; durations are the
+    ``name = argument or Duration.minutes(1)`` fallbacks, in seconds.
+    """
+    found: dict[str, float] = {}
+    strings: dict[str, str] = {}
+    seconds = {"seconds": 1, "minutes": 60, "hours": 3600}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+                if not isinstance(default, ast.Constant) or isinstance(default.value, bool):
+                    continue
+                if isinstance(default.value, int | float):
+                    found[arg.arg] = float(default.value)
+                elif isinstance(default.value, str):
+                    strings[arg.arg] = default.value
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.BoolOp):
+            target, call = node.targets[0], node.value.values[-1]
+            if (
+                isinstance(target, ast.Name)
+                and isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in seconds
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+            ):
+                found[target.id] = float(call.args[0].value) * seconds[call.func.attr]
+    return found, strings
 
 
 @dataclass(frozen=True)

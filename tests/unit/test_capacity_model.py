@@ -51,6 +51,26 @@ MEASURED = m.Measured(
 )
 
 
+def test_construct_defaults_reads_keyword_defaults_and_duration_fallbacks() -> None:
+    source = (
+        "class C:\n"
+        "    def __init__(self, scope, *, rate_in=None, memory_mb: int = 256, api: str = 'rest',\n"
+        "                 throttle: float = 100.0, flag: bool = True) -> None:\n"
+        "        rate = rate_in or Duration.minutes(2)\n"
+        "        timeout = None or Duration.seconds(55)\n"
+    )
+    found, strings = m.construct_defaults(source)
+    assert found == {"memory_mb": 256.0, "throttle": 100.0, "rate": 120.0, "timeout": 55.0}
+    assert strings == {"api": "rest"}
+
+
+def test_the_real_construct_still_has_every_default_the_script_reads() -> None:
+    source = (BENCH.parent / "infra" / "weft_serverless_infra" / "construct.py").read_text()
+    found, strings = m.construct_defaults(source)
+    assert all(found[name] > 0 for name in m.DEPLOYMENT_SETTINGS)
+    assert strings["api"] in m.API_GATEWAY_USD
+
+
 def test_partition_class_strips_shards_and_run_ids() -> None:
     assert m.partition_class("timers#03") == "timers"
     assert m.partition_class("status#running#01") == "status#running"
