@@ -11,6 +11,12 @@ is conditional. Reading in due order is what bounds a timer's wait: a pass that 
 cap has read every timer due before the ones it left, and moves the ones it could not act on
 behind them (``defer_retained``), so a backlog in one shard cannot starve another's timers.
 A timer of a run another engine holds on a live claim is not moved: its owner fires it.
+
+Each shard is first read with a one-item probe, unbounded above: the earliest timer it holds.
+If that is not due, the shard is done, and its due time is the shard's share of ``next_due``;
+so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
+and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
+``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
 """
 
 from __future__ import annotations
@@ -60,7 +66,7 @@ def fire_due_timers(
     due: dict[str, list[tuple[Key, float, str]]] = {}
     backoffs: dict[Key, int] = {}
     seen = 0
-    for sort, partition, value in _earliest_due(rt, now, budget.max_timers):
+    for sort, partition, value in _earliest_due(rt, now, budget.max_timers, report):
         seen += 1
         try:
             timer = decode_record(value, f"timer {sort!r} in {partition!r}")
@@ -107,17 +113,31 @@ def _not_held_elsewhere(
     return [timer for timer in retained if timer[1] not in held]
 
 
-def _earliest_due(rt: Runtime, now: float, cap: int) -> Iterator[tuple[str, str, bytes]]:
+def _earliest_due(
+    rt: Runtime, now: float, cap: int, report: MaintenanceReport
+) -> Iterator[tuple[str, str, bytes]]:
     """Up to ``cap`` timers due at ``now``, earliest first across the shards.
 
     Sort keys start with the due time, so merging the shards' ordered scans by sort key reads
-    in due order; each scan is lazy, so a shard is read only as far as the merge gets.
+    in due order; each scan is lazy, so a shard is read only as far as the merge gets. A
+    shard is first probed for its one earliest timer: when that is not due yet, the shard is
+    done in that one read and its due time goes to ``report.next_due`` (the earliest of
+    such probes; a pass that finds something due reads ``next_due`` again at its end).
     """
 
     def shard(number: int) -> Iterator[tuple[str, str, bytes]]:
         partition = keys.timer_partition(number)
-        for sort, value in rt.storage.scan(partition, lt=bound, limit=cap):
-            yield sort, partition, value
+        first = next(rt.storage.scan(partition, limit=1), None)
+        if first is None:
+            return
+        earliest, value = first
+        if earliest >= bound:
+            due = keys.timer_due_of(earliest)
+            report.next_due = due if report.next_due is None else min(report.next_due, due)
+            return
+        yield earliest, partition, value
+        for sort, rest in rt.storage.scan(partition, gt=earliest, lt=bound, limit=cap - 1):
+            yield sort, partition, rest
 
     bound = keys.timer_due_bound(now)
     merged = heapq.merge(*(shard(n) for n in range(keys.TIMER_SHARDS)))
@@ -265,13 +285,21 @@ def run_maintenance(
     rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
     report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
+    probed = False
     if not budget.exhausted():
         fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
+        # Nothing was due: the probes of every shard read their earliest timer, so next_due
+        # is known already. Otherwise firing deleted timers and armed others: read it again.
+        probed = not (
+            report.timers_fired or report.cut_short or report.parts.get("timers_retained")
+        )
     else:
         report.cut_short = True
     if not budget.exhausted():
         report.parts.update(outbox.publish(rt))  # after the timers: their terminal events too
-    if not budget.exhausted():
-        report.next_due = next_due(rt)
+    if not probed:
+        report.next_due = None
+        if not budget.exhausted():
+            report.next_due = next_due(rt)
     logger.debug("maintenance: %s", report)
     return report
