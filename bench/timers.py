@@ -168,7 +168,7 @@ def part_one(backends: list[str], parked: int) -> dict[str, float]:
 
 def _row(backend: str, ownership: str, row: dict[str, float]) -> None:
     print(
-        f"{backend:<12}{ownership:<16}{row['rate']:>10.0f}{row['requests']:>11.1f}"
+        f"{backend:<14}{ownership:<16}{row['rate']:>10.0f}{row['requests']:>11.1f}"
         f"{int(row['per_invocation']):>16}",
         flush=True,
     )

@@ -13,6 +13,7 @@ import pytest
 from engine_helpers import Opener
 
 from weft_serverless import Engine, workflow
+from weft_serverless.engine.maintenance import PROBE_TIMERS
 from weft_serverless.storage import keys
 from weft_serverless.testing import VirtualClock
 
@@ -100,4 +101,28 @@ def test_idle_pass_reads_one_timer_item_per_nonempty_shard(storage_factory: Open
     stats = storage.stats.snapshot()
     assert (stats["scans"], stats["scanned_items"]) == (keys.TIMER_SHARDS, len(shards))
     assert report.next_due is not None
+    engine.close()
+
+
+@pytest.mark.backends("dynamodb")
+def test_idle_pass_probes_cost_one_read_unit_a_shard(storage_factory: Opener) -> None:
+    """With more than a probe's worth of timers in every shard, each probe is still one
+    strongly consistent Query of one read unit (16 timer items stay under 4 KB)."""
+    clock = VirtualClock()
+    storage = storage_factory()
+    engine = Engine.create(
+        storage, {"nap": NAP}, background_tasks="manual", clock=clock, recover=False
+    )
+    for index in range(120):
+        engine.start("nap", id=f"nap-{index}")
+    counts = [0] * keys.TIMER_SHARDS
+    for index in range(120):
+        counts[keys.shard_of(f"nap-{index}", keys.TIMER_SHARDS)] += 1
+    assert min(counts) > PROBE_TIMERS
+    clock.advance(60.0)
+    meter = storage.meter  # type: ignore[attr-defined]
+    before = meter.snapshot()
+    engine.run_maintenance()
+    used = meter.snapshot() - before
+    assert (used.requests, used.read_units) == (keys.TIMER_SHARDS, keys.TIMER_SHARDS)
     engine.close()

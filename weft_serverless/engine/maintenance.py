@@ -12,8 +12,8 @@ cap has read every timer due before the ones it left, and moves the ones it coul
 behind them (``defer_retained``), so a backlog in one shard cannot starve another's timers.
 A timer of a run another engine holds on a live claim is not moved: its owner fires it.
 
-Each shard is first read with a one-item probe, unbounded above: the earliest timer it holds.
-If that is not due, the shard is done, and its due time is the shard's share of ``next_due``;
+Each shard is first read with a small probe, unbounded above: its earliest timers. The
+first one not due ends the shard, and its due time is the shard's share of ``next_due``;
 so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
 and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
 ``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
@@ -40,6 +40,10 @@ from .schedules import firing as schedule_firing
 from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
 
+PROBE_TIMERS = 16
+"""Timers the first read of a shard asks for. A strongly consistent Query is billed per 4 KB
+read, and 16 timer items (about 130 bytes each) stay within one unit: the probe costs what a
+one-item read costs, and a pass with up to 16 due timers in a shard needs no second read."""
 RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
 MAX_RETAIN_BACKOFF = 3600.0
 
@@ -120,24 +124,28 @@ def _earliest_due(
 
     Sort keys start with the due time, so merging the shards' ordered scans by sort key reads
     in due order; each scan is lazy, so a shard is read only as far as the merge gets. A
-    shard is first probed for its one earliest timer: when that is not due yet, the shard is
-    done in that one read and its due time goes to ``report.next_due`` (the earliest of
-    such probes; a pass that finds something due reads ``next_due`` again at its end).
+    shard is first probed, unbounded above, for its earliest ``PROBE_TIMERS`` timers: the
+    first one not due ends the shard, and its due time goes to ``report.next_due`` (the
+    earliest of such probes; a pass that finds something due reads ``next_due`` again at its
+    end). Only a shard whose probe was all due is read on, up to the bound.
     """
 
     def shard(number: int) -> Iterator[tuple[str, str, bytes]]:
         partition = keys.timer_partition(number)
-        first = next(rt.storage.scan(partition, limit=1), None)
-        if first is None:
-            return
-        earliest, value = first
-        if earliest >= bound:
-            due = keys.timer_due_of(earliest)
-            report.next_due = due if report.next_due is None else min(report.next_due, due)
-            return
-        yield earliest, partition, value
-        for sort, rest in rt.storage.scan(partition, gt=earliest, lt=bound, limit=cap - 1):
-            yield sort, partition, rest
+        read = 0
+        last = ""
+        for sort, value in rt.storage.scan(partition, limit=PROBE_TIMERS):
+            if sort >= bound:
+                due = keys.timer_due_of(sort)
+                report.next_due = due if report.next_due is None else min(report.next_due, due)
+                return
+            read += 1
+            last = sort
+            yield sort, partition, value
+        if read < PROBE_TIMERS:
+            return  # the probe read the whole shard
+        for sort, value in rt.storage.scan(partition, gt=last, lt=bound, limit=cap - read):
+            yield sort, partition, value
 
     bound = keys.timer_due_bound(now)
     merged = heapq.merge(*(shard(n) for n in range(keys.TIMER_SHARDS)))
