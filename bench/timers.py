@@ -131,7 +131,7 @@ def part_one(backends: list[str], parked: int) -> dict[str, float]:
         " x rate)"
     )
     print(
-        f"{'backend':<12}{'ownership':<16}{'timers/s':>10}{'req/timer':>11}{'per invocation':>16}"
+        f"{'backend':<14}{'ownership':<16}{'timers/s':>10}{'req/timer':>11}{'per invocation':>16}"
     )
     rates: dict[str, float] = {}
     makers: list[tuple[str, Callable[[str], Storage]]] = []
