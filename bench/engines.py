@@ -20,7 +20,8 @@ Takeovers are ``claim_attempts.takeover`` (a claim taken from an expired holder)
 
 moto is slow and serialises every request behind one lock (it is not atomic otherwise), so
 more engines cannot make it faster: the curve shows the contention cost, not DynamoDB's
-scaling. Run: ``python bench/engines.py`` (a minute or two; ``--engines``, ``--runs``).
+scaling. Run: ``python bench/engines.py`` (a few minutes; ``--engines``, ``--runs``;
+``--claim-ttl 1`` makes claims lapse under load, so that takeovers happen).
 """
 
 from __future__ import annotations
@@ -101,7 +102,9 @@ def client(endpoint: str) -> Any:
     )
 
 
-def measure(endpoint: str, engines: int, runs: int, steps: int, timeout: float) -> dict[str, Any]:
+def measure(
+    endpoint: str, engines: int, runs: int, steps: int, timeout: float, claim_ttl: float
+) -> dict[str, Any]:
     table = f"bench-{uuid.uuid4().hex[:8]}"
     setup = client(endpoint)
     create_table(setup, table)
@@ -127,6 +130,8 @@ def measure(endpoint: str, engines: int, runs: int, steps: int, timeout: float) 
             background_tasks="manual",
             recover=False,
             engine_id=f"engine-{index}",
+            workflow_claim_ttl=claim_ttl,
+            workflow_claim_renew_interval=claim_ttl / 6,
         )
         for index, storage in enumerate(storages)
     ]
@@ -227,14 +232,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per N at most")
+    parser.add_argument(
+        "--claim-ttl",
+        type=float,
+        default=30.0,
+        help="workflow claim TTL (renewed every TTL/6): a short one makes takeovers happen",
+    )
     args = parser.parse_args()
     # moto's fixes for speed (no whole-table copy per transaction, a Query reads one
     # partition) and its one lock, as the tests run it.
     server = LockedMotoServer(lock=serialise_moto())
     endpoint = server.start()
     print(
-        f"{args.runs} runs x {args.steps} activity steps (+ 2 sleeps), ownership workflow-lease,"
-        " moto's HTTP server on loopback (one request at a time)"
+        f"{args.runs} runs x {args.steps} activity steps (+ 2 sleeps), ownership workflow-lease"
+        f" (claim TTL {args.claim_ttl:g} s), moto's HTTP server on loopback (one request at a"
+        " time)"
     )
     print(
         f"{'N':>3}{'steps/s':>9}{'req/s':>7}{'req/step':>10}{'conflicts/1k':>14}"
@@ -243,7 +255,7 @@ def main() -> None:
     )
     try:
         for count in (int(n) for n in args.engines.split(",")):
-            row = measure(endpoint, count, args.runs, args.steps, args.timeout)
+            row = measure(endpoint, count, args.runs, args.steps, args.timeout, args.claim_ttl)
             counters, check = row["counters"], row["check"]
             steps = max(1, counters["steps"])
 
