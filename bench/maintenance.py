@@ -182,7 +182,7 @@ def main() -> None:
         return
     # In-process moto, serialised: the invocation heartbeat renews claims on its own thread.
     print(
-        f"N above {args.moto_max} skipped on moto (it parks a few hundred runs a second);"
+        f"N above {args.moto_max} skipped on moto (it parks a few dozen runs a second);"
         " DynamoDB requests sent are counted by the adapter's meter ('sent')"
     )
     with moto_dynamodb() as moto:
