@@ -66,7 +66,9 @@ class MaintenanceReport:
 
 def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
-) -> None:
+) -> int:
+    """Fire what is due at ``now``; returns how many due timers were read (0: the probes
+    found none, and ``report.next_due`` holds the earliest timer stored)."""
     due: dict[str, list[tuple[Key, float, str]]] = {}
     backoffs: dict[Key, int] = {}
     seen = 0
@@ -103,6 +105,7 @@ def fire_due_timers(
         movable = _not_held_elsewhere(rt, retained)
         defer_retained(rt, movable, now)
         report.parts["timers_deferred"] = len(movable)
+    return seen
 
 
 def _not_held_elsewhere(
@@ -295,12 +298,10 @@ def run_maintenance(
     report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
     probed = False
     if not budget.exhausted():
-        fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
+        cutoff = rt.clock_guard.timer_cutoff(moment)
         # Nothing was due: the probes of every shard read their earliest timer, so next_due
         # is known already. Otherwise firing deleted timers and armed others: read it again.
-        probed = not (
-            report.timers_fired or report.cut_short or report.parts.get("timers_retained")
-        )
+        probed = fire_due_timers(rt, dispatcher, cutoff, report, budget) == 0
     else:
         report.cut_short = True
     if not budget.exhausted():
