@@ -48,6 +48,8 @@ class WeftServerless(Construct):
         code_path: Plain folder holding ``weft_serverless``, ``handlers``, the workflows
             package and the dependencies; ``infra/build_asset.py`` builds it. No Docker.
         maintenance_rate: How often EventBridge runs maintenance (timers, claim renewal).
+            One invocation fires at most 1,000 due timers: the default sustains about
+            1,000 due a minute (docs/deploy.md, "Timer capacity").
         maintenance_timeout: Must be shorter than the rate, so runs never overlap.
         api_timeout: At most 29 s, API Gateway's integration timeout, so the engine's time
             budget (read from the Lambda context) ends before the caller gives up.

@@ -134,6 +134,7 @@ def test_a_newer_timer_record_is_skipped_with_a_warning(storage_factory: Opener)
 
     report = te.advance(61)
     assert report.timers_fired == 0
+    assert report.next_due == keys.timer_due_of(timer_key.sort)  # still stored, still earliest
     assert te.runtime.metrics.counters["records_skipped_unsupported"] == 1
     assert snapshot(te.storage, workflow_id) == before
     assert te.describe(workflow_id).status == "running"

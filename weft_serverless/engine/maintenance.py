@@ -11,6 +11,12 @@ is conditional. Reading in due order is what bounds a timer's wait: a pass that 
 cap has read every timer due before the ones it left, and moves the ones it could not act on
 behind them (``defer_retained``), so a backlog in one shard cannot starve another's timers.
 A timer of a run another engine holds on a live claim is not moved: its owner fires it.
+
+Each shard is first read with a small probe, unbounded above: its earliest timers. The
+first one not due ends the shard, and its due time is the shard's share of ``next_due``;
+so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
+and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
+``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ from .schedules import firing as schedule_firing
 from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
 
+PROBE_TIMERS = 16
+"""Timers the first read of a shard asks for. A strongly consistent Query is billed per 4 KB
+read, and 16 timer items (about 130 bytes each) stay within one unit: the probe costs what a
+one-item read costs, and a pass with up to 16 due timers in a shard needs no second read."""
 RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
 MAX_RETAIN_BACKOFF = 3600.0
 
@@ -56,11 +66,13 @@ class MaintenanceReport:
 
 def fire_due_timers(
     rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
-) -> None:
+) -> int:
+    """Fire what is due at ``now``; returns how many due timers were read (0: the probes
+    found none, and ``report.next_due`` holds the earliest timer stored)."""
     due: dict[str, list[tuple[Key, float, str]]] = {}
     backoffs: dict[Key, int] = {}
     seen = 0
-    for sort, partition, value in _earliest_due(rt, now, budget.max_timers):
+    for sort, partition, value in _earliest_due(rt, now, budget.max_timers, report):
         seen += 1
         try:
             timer = decode_record(value, f"timer {sort!r} in {partition!r}")
@@ -93,6 +105,7 @@ def fire_due_timers(
         movable = _not_held_elsewhere(rt, retained)
         defer_retained(rt, movable, now)
         report.parts["timers_deferred"] = len(movable)
+    return seen
 
 
 def _not_held_elsewhere(
@@ -107,16 +120,34 @@ def _not_held_elsewhere(
     return [timer for timer in retained if timer[1] not in held]
 
 
-def _earliest_due(rt: Runtime, now: float, cap: int) -> Iterator[tuple[str, str, bytes]]:
+def _earliest_due(
+    rt: Runtime, now: float, cap: int, report: MaintenanceReport
+) -> Iterator[tuple[str, str, bytes]]:
     """Up to ``cap`` timers due at ``now``, earliest first across the shards.
 
     Sort keys start with the due time, so merging the shards' ordered scans by sort key reads
-    in due order; each scan is lazy, so a shard is read only as far as the merge gets.
+    in due order; each scan is lazy, so a shard is read only as far as the merge gets. A
+    shard is first probed, unbounded above, for its earliest ``PROBE_TIMERS`` timers: the
+    first one not due ends the shard, and its due time goes to ``report.next_due`` (the
+    earliest of such probes; a pass that finds something due reads ``next_due`` again at its
+    end). Only a shard whose probe was all due is read on, up to the bound.
     """
 
     def shard(number: int) -> Iterator[tuple[str, str, bytes]]:
         partition = keys.timer_partition(number)
-        for sort, value in rt.storage.scan(partition, lt=bound, limit=cap):
+        read = 0
+        last = ""
+        for sort, value in rt.storage.scan(partition, limit=PROBE_TIMERS):
+            if sort >= bound:
+                due = keys.timer_due_of(sort)
+                report.next_due = due if report.next_due is None else min(report.next_due, due)
+                return
+            read += 1
+            last = sort
+            yield sort, partition, value
+        if read < PROBE_TIMERS:
+            return  # the probe read the whole shard
+        for sort, value in rt.storage.scan(partition, gt=last, lt=bound, limit=cap - read):
             yield sort, partition, value
 
     bound = keys.timer_due_bound(now)
@@ -265,13 +296,19 @@ def run_maintenance(
     rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
     report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
+    probed = False
     if not budget.exhausted():
-        fire_due_timers(rt, dispatcher, rt.clock_guard.timer_cutoff(moment), report, budget)
+        cutoff = rt.clock_guard.timer_cutoff(moment)
+        # Nothing was due: the probes of every shard read their earliest timer, so next_due
+        # is known already. Otherwise firing deleted timers and armed others: read it again.
+        probed = fire_due_timers(rt, dispatcher, cutoff, report, budget) == 0
     else:
         report.cut_short = True
     if not budget.exhausted():
         report.parts.update(outbox.publish(rt))  # after the timers: their terminal events too
-    if not budget.exhausted():
-        report.next_due = next_due(rt)
+    if not probed:
+        report.next_due = None
+        if not budget.exhausted():
+            report.next_due = next_due(rt)
     logger.debug("maintenance: %s", report)
     return report
