@@ -20,6 +20,8 @@ from weft_serverless.codec import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put, Storage
 
+from .slot_table import SlotTable
+
 RUNNING = "running"
 PENDING = "pending"
 SUSPENDED = "suspended"
@@ -142,8 +144,9 @@ class History:
     state: WorkflowState
     state_bytes: bytes
     ops: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
-    attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Indexed by step scope: a finishing step finds what it left without walking history.
+    pending: SlotTable[dict[str, Any]] = field(default_factory=SlotTable)
+    attempts: SlotTable[list[dict[str, Any]]] = field(default_factory=SlotTable)
     signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The stored step, update and version records: what replay to the park point rebuilds.
