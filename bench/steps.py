@@ -3,17 +3,25 @@
 Prints two tables; asserts nothing (figures depend on the machine and, for SQLite, the disk:
 every step commit is one fsync). Run from the repository root::
 
-    python bench/steps.py            # 1,000 steps, median of 3 runs
-    python bench/steps.py --steps 200 --runs 5
+    python bench/steps.py            # memory at 100, 1,000, 10,000 steps; SQLite at 1,000
+    python bench/steps.py --lengths 100,2000 --steps 200 --runs 5
 
-1. A sequential workflow of ``--steps`` trivial activities, driven inline by a manual engine
-   on ``MemoryStorage`` and on ``SQLiteStorage`` (a temporary file): wall microseconds per
-   step, steps per second, and storage requests per step from ``storage.stats``.
-2. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
+1. A sequential workflow of N trivial activities, driven inline by a manual engine on
+   ``MemoryStorage``, for each N of ``--lengths``: wall microseconds per step, steps per
+   second, and storage requests per step from ``storage.stats``. The engine's work per step
+   does not depend on N (tests/engine/test_step_cost.py holds it to that), so neither
+   should the time.
+2. The same for ``--steps`` steps on ``SQLiteStorage`` (a temporary file), against a raw
+   SQLite commit of the same bytes in the same run: a table shaped like the store's, WAL,
+   ``synchronous=FULL``, one ``INSERT`` per transaction of each op record the engine wrote.
+   Engine runs and raw runs alternate, so both see the same disk; the ratio is the median
+   of the rounds' ratios. Every commit is one fsync either way: the ratio is what the
+   engine adds to it.
+3. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
    (a new SQLite connection, as a restarted process would open) recovers it, then receives
    the signal and finishes. Both replay all N steps from the op log, so time and items read
    grow with N, while requests stay flat (one range read of the workflow's partition).
-3. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
+4. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
    R runs chained by ``continue_as_new`` (R x N steps in all). Items read follow N, not R x N:
    earlier runs' records are deleted by the drive after each continue.
 """
@@ -33,9 +41,17 @@ from pathlib import Path
 from typing import Any
 
 from weft_serverless import Engine, MemoryStorage, SQLiteStorage, WorkflowContext, workflow
+from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 
 HISTORY_LENGTHS = (10, 100, 1000)
+RUN_LENGTHS = "100,1000,10000"
+# The store's table (storage/sqlite.py), for the raw commits measured beside it.
+RAW_SCHEMA = (
+    "CREATE TABLE kv (partition TEXT NOT NULL, sort TEXT NOT NULL, value BLOB NOT NULL, "
+    "PRIMARY KEY (partition, sort)) WITHOUT ROWID"
+)
+Row = tuple[str, str, bytes]
 Opener = Callable[[], Storage]
 
 
@@ -106,16 +122,28 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
     counters: dict[str, int] = {}
     for _ in range(runs):
         with store(backend) as open_store:
-            storage = open_store()
-            engine = engine_on(storage)
-            storage.stats.reset()
-            began = time.perf_counter()
-            handle = engine.start("sequential", steps)
-            times.append(time.perf_counter() - began)
-            counters = storage.stats.snapshot()
-            if handle.result() != steps:
-                raise RuntimeError("the benchmark workflow did not complete")
-    wall = statistics.median(times)
+            elapsed, counters, _rows = one_run(open_store(), steps)
+            times.append(elapsed)
+    return _figures(statistics.median(times), steps, counters)
+
+
+def one_run(storage: Storage, steps: int) -> tuple[float, dict[str, int], list[Row]]:
+    """Drive one sequential run: its wall time, the store's counters, and the op records
+    it wrote (what a raw commit of the same bytes inserts)."""
+    engine = engine_on(storage)
+    storage.stats.reset()
+    began = time.perf_counter()
+    handle = engine.start("sequential", steps, id="bench")
+    elapsed = time.perf_counter() - began
+    counters = storage.stats.snapshot()
+    if handle.result() != steps:
+        raise RuntimeError("the benchmark workflow did not complete")
+    partition = keys.workflow_partition("bench")
+    rows = [(partition, sort, value) for sort, value in storage.scan(partition, keys.OP_PREFIX)]
+    return elapsed, counters, rows
+
+
+def _figures(wall: float, steps: int, counters: dict[str, int]) -> dict[str, float]:
     writes = counters["batches"] + counters["conditional_batches"]
     return {
         "us_per_step": wall / steps * 1e6,
@@ -124,6 +152,42 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
         "items": counters["items_written"] / steps,
         "requests": counters["requests"] / steps,
     }
+
+
+def raw_commits(path: Path, rows: list[Row]) -> float:
+    """Seconds to insert ``rows`` into a fresh file, one ``INSERT`` per transaction, with the
+    store's journal mode and durability (WAL, synchronous=FULL)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(RAW_SCHEMA)
+        began = time.perf_counter()
+        for row in rows:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?)", row)
+            conn.execute("COMMIT")
+        return time.perf_counter() - began
+    finally:
+        conn.close()
+
+
+def sqlite_against_raw(steps: int, runs: int) -> dict[str, float]:
+    """Engine steps on SQLite and raw commits of the same bytes, alternating ``runs`` times."""
+    engine_s: list[float] = []
+    raw_s: list[float] = []
+    counters: dict[str, int] = {}
+    for _ in range(runs):
+        with store("sqlite") as open_store:
+            elapsed, counters, rows = one_run(open_store(), steps)
+        engine_s.append(elapsed / steps)
+        with tempfile.TemporaryDirectory(prefix="weft-bench-raw-") as folder:
+            raw_s.append(raw_commits(Path(folder) / "raw.db", rows) / len(rows))
+    figures = _figures(statistics.median(engine_s) * steps, steps, counters)
+    figures["raw_us"] = statistics.median(raw_s) * 1e6
+    figures["ratio"] = statistics.median(e / r for e, r in zip(engine_s, raw_s, strict=True))
+    figures["value_bytes"] = statistics.mean(len(value) for _, _, value in rows)
+    return figures
 
 
 def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, float]:
@@ -168,26 +232,47 @@ def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--steps", type=int, default=1000, help="steps in the per-step run")
+    parser.add_argument(
+        "--lengths",
+        default=RUN_LENGTHS,
+        help=f"comma-separated run lengths for the memory figures (default {RUN_LENGTHS})",
+    )
+    parser.add_argument("--steps", type=int, default=1000, help="steps in the SQLite run")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     args = parser.parse_args(argv)
+    lengths = [int(length) for length in args.lengths.split(",") if length.strip()]
     began = time.perf_counter()
     print(
         f"weft bench/steps.py: Python {platform.python_version()}, SQLite "
         f"{sqlite3.sqlite_version} (synchronous=FULL), {platform.system()} {platform.machine()}"
     )
 
-    print(f"\nPer step: {args.steps} sequential trivial activities, median of {args.runs}")
+    print(f"\nPer step on memory: N sequential trivial activities, median of {args.runs}")
     print(
-        f"{'backend':<8} {'us/step':>9} {'steps/s':>9} {'writes/step':>12} "
+        f"{'N':>6} {'us/step':>9} {'steps/s':>9} {'writes/step':>12} "
         f"{'items/step':>11} {'requests/step':>14}"
     )
-    for backend in ("memory", "sqlite"):
-        row = per_step(backend, args.steps, args.runs)
+    for steps in lengths:
+        row = per_step("memory", steps, args.runs)
         print(
-            f"{backend:<8} {row['us_per_step']:>9.0f} {row['steps_per_s']:>9.0f} "
+            f"{steps:>6} {row['us_per_step']:>9.1f} {row['steps_per_s']:>9.0f} "
             f"{row['writes']:>12.3f} {row['items']:>11.3f} {row['requests']:>14.3f}"
         )
+
+    print(
+        f"\nPer step on SQLite against a raw SQLite commit of the same bytes (WAL, "
+        f"synchronous=FULL, one INSERT per transaction): {args.steps} steps, "
+        f"{args.runs} alternating rounds"
+    )
+    sq = sqlite_against_raw(args.steps, args.runs)
+    print(
+        f"{'us/step':>9} {'raw us/commit':>14} {'ratio':>6} {'value bytes':>12} "
+        f"{'writes/step':>12} {'requests/step':>14}"
+    )
+    print(
+        f"{sq['us_per_step']:>9.0f} {sq['raw_us']:>14.0f} {sq['ratio']:>6.2f} "
+        f"{sq['value_bytes']:>12.0f} {sq['writes']:>12.3f} {sq['requests']:>14.3f}"
+    )
 
     print(
         f"\nResume: parked after N steps; a fresh engine recovers it, then a signal finishes it "
