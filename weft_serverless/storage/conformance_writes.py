@@ -89,9 +89,7 @@ class BatchesAndConditions:
         assert storage.conditional_batch([Condition(key, None)], [Put(key, b"second")]) is False
         assert storage.get(key) == b"first"
 
-    def test_absent_condition_on_a_put_key_refuses_the_whole_batch(
-        self, storage: Storage
-    ) -> None:
+    def test_absent_condition_on_a_put_key_refuses_the_whole_batch(self, storage: Storage) -> None:
         """A step's batch: its op record must be absent, alongside other conditions and
         writes. Whichever condition fails, nothing of the batch lands."""
         step, guard, other, gone = Key(P, "op"), Key(P, "guard"), Key(P, "other"), Key(P, "gone")
