@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections import deque
 from collections.abc import Generator
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from weft_serverless import MemoryStorage, RetryPolicy, workflow
 from weft_serverless.codec import decode
 from weft_serverless.engine import timers as steps
-from weft_serverless.engine.records import History
+from weft_serverless.engine.records import History, load_history
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.testing import TestEngine
@@ -131,3 +132,26 @@ def _timer_kinds(storage: Storage) -> dict[str, int]:
             kind = decode(value)["kind"]
             kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
+
+
+def _waits(ctx: Any, n: int) -> Generator[Any, Any, list[Any]]:
+    yield ctx.sleep(1)
+    got = []
+    for _ in range(n):
+        got.append((yield ctx.wait_for_signal("s")))
+    return got
+
+
+def test_buffered_signals_are_taken_from_the_front_of_a_deque() -> None:
+    """A drive consuming many buffered signals takes each from the front of its queue: a
+    deque, so the step that takes the last costs what the first did (a list's pop(0) moves
+    every signal still queued behind it)."""
+    te = TestEngine({"waits": workflow("waits").execute(_waits)})
+    te.start("waits", 3, id="w")
+    for value in range(3):
+        te.signal("w", "s", value)
+    history = load_history(te.storage, "w")
+    assert history is not None
+    assert isinstance(history.signals["s"], deque)
+    te.advance(1)
+    assert te.get_handle("w").result() == [0, 1, 2]

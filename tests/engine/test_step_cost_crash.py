@@ -85,7 +85,9 @@ def test_a_crash_at_any_write_leaves_no_stale_timer_behind(storage_factory: Open
         for when in ("before", "after"):
             option = "crash_before_write" if when == "before" else "crash_after_write"
             wf_id = f"{when}-{write}"
-            got = _run(storage_factory, CrashingStorage(storage_factory(), **{option: write}), wf_id)
+            got = _run(
+                storage_factory, CrashingStorage(storage_factory(), **{option: write}), wf_id
+            )
             problems = []
             if not got["crashed"]:
                 problems.append("the crash never happened")
