@@ -13,9 +13,10 @@ every step commit is one fsync). Run from the repository root::
    should the time.
 2. The same for ``--steps`` steps on ``SQLiteStorage`` (a temporary file), against a raw
    SQLite commit of the same bytes in the same run: a table shaped like the store's, WAL,
-   ``synchronous=FULL``, one ``INSERT`` per transaction of each op record the engine wrote.
-   Engine runs and raw runs alternate, so both see the same disk; the ratio is the median
-   of the rounds' ratios. Every commit is one fsync either way: the ratio is what the
+   ``synchronous=FULL``, one ``INSERT`` per transaction of an op record the engine wrote.
+   Engine commits and raw commits alternate one by one (each step's activity makes one raw
+   commit into a second file, timed apart), so both see the same disk; the ratio is of the
+   medians over ``--runs`` runs. Every commit is one fsync either way: the ratio is what the
    engine adds to it.
 3. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
    (a new SQLite connection, as a restarted process would open) recovers it, then receives
@@ -81,7 +82,51 @@ def chained(ctx: WorkflowContext, chain: dict[str, int]) -> Generator[Any, Any, 
     return chain["steps"]
 
 
+class RawCommits:
+    """A raw SQLite file beside the store, written by the paired workflow's activity: one
+    commit of a stored op record between two engine steps, timed on its own."""
+
+    def __init__(self, path: Path, rows: list[Row]) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute(RAW_SCHEMA)
+        self.rows = rows
+        self.raw: list[float] = []  # each raw commit's time
+        self.engine: list[float] = []  # from one raw commit's end to the next one's start
+        self.ended: float | None = None
+
+    def commit(self, index: int) -> int:
+        row = self.rows[index % len(self.rows)]
+        began = time.perf_counter()
+        if self.ended is not None:
+            self.engine.append(began - self.ended)  # the engine's step, its commit included
+        self.conn.execute("BEGIN")
+        self.conn.execute(
+            "INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?)",
+            (row[0], f"{row[1]}#{index}", row[2]),
+        )
+        self.conn.execute("COMMIT")
+        self.ended = time.perf_counter()
+        self.raw.append(self.ended - began)
+        return index
+
+
+RAW: list[RawCommits] = []  # the paired run's raw file (one at a time)
+
+
+def raw_commit(index: int) -> int:
+    return RAW[-1].commit(index)
+
+
+def paired(ctx: WorkflowContext, steps: int) -> Generator[Any, Any, int]:
+    for index in range(steps):
+        yield ctx.run(raw_commit, index)
+    return steps
+
+
 WORKFLOWS = {
+    "paired": workflow("paired").activities(raw_commit=raw_commit).execute(paired),
     "sequential": workflow("sequential").activities(noop=noop).execute(sequential),
     "parked": workflow("parked").activities(noop=noop).execute(parked),
     "chained": workflow("chained").activities(noop=noop).execute(chained),
@@ -156,38 +201,37 @@ def _figures(wall: float, steps: int, counters: dict[str, int]) -> dict[str, flo
     }
 
 
-def raw_commits(path: Path, rows: list[Row]) -> float:
-    """Seconds to insert ``rows`` into a fresh file, one ``INSERT`` per transaction, with the
-    store's journal mode and durability (WAL, synchronous=FULL)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(RAW_SCHEMA)
-        began = time.perf_counter()
-        for row in rows:
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?)", row)
-            conn.execute("COMMIT")
-        return time.perf_counter() - began
-    finally:
-        conn.close()
-
-
 def sqlite_against_raw(steps: int, runs: int) -> dict[str, float]:
-    """Engine steps on SQLite and raw commits of the same bytes, alternating ``runs`` times."""
-    engine_s: list[float] = []
-    raw_s: list[float] = []
+    """Engine steps on SQLite against raw commits of the same bytes, commit by commit.
+
+    A sequential run first gives the op records the engine stores. Then a run of ``steps``
+    steps whose activity makes one raw commit of such a record into a second file: engine
+    commits and raw commits alternate on the same disk, so both see the same fsync times.
+    An engine step is the time from one raw commit's end to the next one's start (the
+    step's commit, the engine's work, the next step's start). Medians, not means: a shared
+    disk's rare slow fsync lands on either side at random.
+    """
+    engine: list[float] = []
+    raw: list[float] = []
     counters: dict[str, int] = {}
+    rows: list[Row] = []
     for _ in range(runs):
         with store("sqlite") as open_store:
-            elapsed, counters, rows = one_run(open_store(), steps)
-        engine_s.append(elapsed / steps)
-        with tempfile.TemporaryDirectory(prefix="weft-bench-raw-") as folder:
-            raw_s.append(raw_commits(Path(folder) / "raw.db", rows) / len(rows))
-    figures = _figures(statistics.median(engine_s) * steps, steps, counters)
-    figures["raw_us"] = statistics.median(raw_s) * 1e6
-    figures["ratio"] = statistics.median(e / r for e, r in zip(engine_s, raw_s, strict=True))
+            _elapsed, counters, rows = one_run(open_store(), steps)
+        with store("sqlite") as open_store, tempfile.TemporaryDirectory() as folder:
+            RAW.append(RawCommits(Path(folder) / "raw.db", rows))
+            try:
+                handle = engine_on(open_store()).start("paired", steps, id="paired")
+                if handle.result() != steps:
+                    raise RuntimeError("the paired workflow did not complete")
+                engine += RAW[-1].engine
+                raw += RAW[-1].raw
+            finally:
+                RAW.pop().conn.close()
+    engine_s, raw_s = statistics.median(engine), statistics.median(raw)
+    figures = _figures(engine_s * steps, steps, counters)
+    figures["raw_us"] = raw_s * 1e6
+    figures["ratio"] = engine_s / raw_s
     figures["value_bytes"] = statistics.mean(len(value) for _, _, value in rows)
     return figures
 
@@ -264,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"\nPer step on SQLite against a raw SQLite commit of the same bytes (WAL, "
-        f"synchronous=FULL, one INSERT per transaction): {args.steps} steps, "
-        f"{args.runs} alternating rounds"
+        f"synchronous=FULL, one INSERT per transaction), alternating commit by commit: "
+        f"{args.steps} steps x {args.runs} runs, medians"
     )
     sq = sqlite_against_raw(args.steps, args.runs)
     print(
