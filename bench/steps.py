@@ -3,17 +3,26 @@
 Prints two tables; asserts nothing (figures depend on the machine and, for SQLite, the disk:
 every step commit is one fsync). Run from the repository root::
 
-    python bench/steps.py            # 1,000 steps, median of 3 runs
-    python bench/steps.py --steps 200 --runs 5
+    python bench/steps.py            # memory at 100, 1,000, 10,000 steps; SQLite at 1,000
+    python bench/steps.py --lengths 100,2000 --steps 200 --runs 5
 
-1. A sequential workflow of ``--steps`` trivial activities, driven inline by a manual engine
-   on ``MemoryStorage`` and on ``SQLiteStorage`` (a temporary file): wall microseconds per
-   step, steps per second, and storage requests per step from ``storage.stats``.
-2. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
+1. A sequential workflow of N trivial activities, driven inline by a manual engine on
+   ``MemoryStorage``, for each N of ``--lengths``: wall microseconds per step, steps per
+   second, and storage requests per step from ``storage.stats``. The engine's work per step
+   does not depend on N (tests/engine/test_step_cost.py holds it to that), so neither
+   should the time.
+2. The same for ``--steps`` steps on ``SQLiteStorage`` (a temporary file), against a raw
+   SQLite commit of the same bytes in the same run: a table shaped like the store's, WAL,
+   ``synchronous=FULL``, one ``INSERT`` per transaction of an op record the engine wrote.
+   Engine commits and raw commits alternate one by one (each step's activity makes one raw
+   commit into a second file, timed apart), so both see the same disk; the ratio is of the
+   medians over ``--runs`` runs. Every commit is one fsync either way: the ratio is what the
+   engine adds to it.
+3. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
    (a new SQLite connection, as a restarted process would open) recovers it, then receives
    the signal and finishes. Both replay all N steps from the op log, so time and items read
    grow with N, while requests stay flat (one range read of the workflow's partition).
-3. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
+4. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
    R runs chained by ``continue_as_new`` (R x N steps in all). Items read follow N, not R x N:
    earlier runs' records are deleted by the drive after each continue.
 """
@@ -33,9 +42,17 @@ from pathlib import Path
 from typing import Any
 
 from weft_serverless import Engine, MemoryStorage, SQLiteStorage, WorkflowContext, workflow
+from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 
 HISTORY_LENGTHS = (10, 100, 1000)
+RUN_LENGTHS = "100,1000,10000"
+# The store's table (storage/sqlite.py), for the raw commits measured beside it.
+RAW_SCHEMA = (
+    "CREATE TABLE kv (partition TEXT NOT NULL, sort TEXT NOT NULL, value BLOB NOT NULL, "
+    "PRIMARY KEY (partition, sort)) WITHOUT ROWID"
+)
+Row = tuple[str, str, bytes]
 Opener = Callable[[], Storage]
 
 
@@ -65,7 +82,51 @@ def chained(ctx: WorkflowContext, chain: dict[str, int]) -> Generator[Any, Any, 
     return chain["steps"]
 
 
+class RawCommits:
+    """A raw SQLite file beside the store, written by the paired workflow's activity: one
+    commit of a stored op record between two engine steps, timed on its own."""
+
+    def __init__(self, path: Path, rows: list[Row]) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute(RAW_SCHEMA)
+        self.rows = rows
+        self.raw: list[float] = []  # each raw commit's time
+        self.engine: list[float] = []  # from one raw commit's end to the next one's start
+        self.ended: float | None = None
+
+    def commit(self, index: int) -> int:
+        row = self.rows[index % len(self.rows)]
+        began = time.perf_counter()
+        if self.ended is not None:
+            self.engine.append(began - self.ended)  # the engine's step, its commit included
+        self.conn.execute("BEGIN")
+        self.conn.execute(
+            "INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?)",
+            (row[0], f"{row[1]}#{index}", row[2]),
+        )
+        self.conn.execute("COMMIT")
+        self.ended = time.perf_counter()
+        self.raw.append(self.ended - began)
+        return index
+
+
+RAW: list[RawCommits] = []  # the paired run's raw file (one at a time)
+
+
+def raw_commit(index: int) -> int:
+    return RAW[-1].commit(index)
+
+
+def paired(ctx: WorkflowContext, steps: int) -> Generator[Any, Any, int]:
+    for index in range(steps):
+        yield ctx.run(raw_commit, index)
+    return steps
+
+
 WORKFLOWS = {
+    "paired": workflow("paired").activities(raw_commit=raw_commit).execute(paired),
     "sequential": workflow("sequential").activities(noop=noop).execute(sequential),
     "parked": workflow("parked").activities(noop=noop).execute(parked),
     "chained": workflow("chained").activities(noop=noop).execute(chained),
@@ -106,16 +167,30 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
     counters: dict[str, int] = {}
     for _ in range(runs):
         with store(backend) as open_store:
-            storage = open_store()
-            engine = engine_on(storage)
-            storage.stats.reset()
-            began = time.perf_counter()
-            handle = engine.start("sequential", steps)
-            times.append(time.perf_counter() - began)
-            counters = storage.stats.snapshot()
-            if handle.result() != steps:
-                raise RuntimeError("the benchmark workflow did not complete")
-    wall = statistics.median(times)
+            elapsed, counters, _rows = one_run(open_store(), steps)
+            times.append(elapsed)
+    figures = _figures(statistics.median(times), steps, counters)
+    figures["best_us"] = min(times) / steps * 1e6  # the run least disturbed by other work
+    return figures
+
+
+def one_run(storage: Storage, steps: int) -> tuple[float, dict[str, int], list[Row]]:
+    """Drive one sequential run: its wall time, the store's counters, and the op records
+    it wrote (what a raw commit of the same bytes inserts)."""
+    engine = engine_on(storage)
+    storage.stats.reset()
+    began = time.perf_counter()
+    handle = engine.start("sequential", steps, id="bench")
+    elapsed = time.perf_counter() - began
+    counters = storage.stats.snapshot()
+    if handle.result() != steps:
+        raise RuntimeError("the benchmark workflow did not complete")
+    partition = keys.workflow_partition("bench")
+    rows = [(partition, sort, value) for sort, value in storage.scan(partition, keys.OP_PREFIX)]
+    return elapsed, counters, rows
+
+
+def _figures(wall: float, steps: int, counters: dict[str, int]) -> dict[str, float]:
     writes = counters["batches"] + counters["conditional_batches"]
     return {
         "us_per_step": wall / steps * 1e6,
@@ -124,6 +199,41 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
         "items": counters["items_written"] / steps,
         "requests": counters["requests"] / steps,
     }
+
+
+def sqlite_against_raw(steps: int, runs: int) -> dict[str, float]:
+    """Engine steps on SQLite against raw commits of the same bytes, commit by commit.
+
+    A sequential run first gives the op records the engine stores. Then a run of ``steps``
+    steps whose activity makes one raw commit of such a record into a second file: engine
+    commits and raw commits alternate on the same disk, so both see the same fsync times.
+    An engine step is the time from one raw commit's end to the next one's start (the
+    step's commit, the engine's work, the next step's start). Medians, not means: a shared
+    disk's rare slow fsync lands on either side at random.
+    """
+    engine: list[float] = []
+    raw: list[float] = []
+    counters: dict[str, int] = {}
+    rows: list[Row] = []
+    for _ in range(runs):
+        with store("sqlite") as open_store:
+            _elapsed, counters, rows = one_run(open_store(), steps)
+        with store("sqlite") as open_store, tempfile.TemporaryDirectory() as folder:
+            RAW.append(RawCommits(Path(folder) / "raw.db", rows))
+            try:
+                handle = engine_on(open_store()).start("paired", steps, id="paired")
+                if handle.result() != steps:
+                    raise RuntimeError("the paired workflow did not complete")
+                engine += RAW[-1].engine
+                raw += RAW[-1].raw
+            finally:
+                RAW.pop().conn.close()
+    engine_s, raw_s = statistics.median(engine), statistics.median(raw)
+    figures = _figures(engine_s * steps, steps, counters)
+    figures["raw_us"] = raw_s * 1e6
+    figures["ratio"] = engine_s / raw_s
+    figures["value_bytes"] = statistics.mean(len(value) for _, _, value in rows)
+    return figures
 
 
 def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, float]:
@@ -168,26 +278,48 @@ def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
-    parser.add_argument("--steps", type=int, default=1000, help="steps in the per-step run")
+    parser.add_argument(
+        "--lengths",
+        default=RUN_LENGTHS,
+        help=f"comma-separated run lengths for the memory figures (default {RUN_LENGTHS})",
+    )
+    parser.add_argument("--steps", type=int, default=1000, help="steps in the SQLite run")
     parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
     args = parser.parse_args(argv)
+    lengths = [int(length) for length in args.lengths.split(",") if length.strip()]
     began = time.perf_counter()
     print(
         f"weft bench/steps.py: Python {platform.python_version()}, SQLite "
         f"{sqlite3.sqlite_version} (synchronous=FULL), {platform.system()} {platform.machine()}"
     )
 
-    print(f"\nPer step: {args.steps} sequential trivial activities, median of {args.runs}")
+    print(f"\nPer step on memory: N sequential trivial activities, median of {args.runs}")
     print(
-        f"{'backend':<8} {'us/step':>9} {'steps/s':>9} {'writes/step':>12} "
+        f"{'N':>6} {'us/step':>9} {'best':>7} {'steps/s':>9} {'writes/step':>12} "
         f"{'items/step':>11} {'requests/step':>14}"
     )
-    for backend in ("memory", "sqlite"):
-        row = per_step(backend, args.steps, args.runs)
+    for steps in lengths:
+        row = per_step("memory", steps, args.runs)
         print(
-            f"{backend:<8} {row['us_per_step']:>9.0f} {row['steps_per_s']:>9.0f} "
-            f"{row['writes']:>12.3f} {row['items']:>11.3f} {row['requests']:>14.3f}"
+            f"{steps:>6} {row['us_per_step']:>9.1f} {row['best_us']:>7.1f} "
+            f"{row['steps_per_s']:>9.0f} {row['writes']:>12.3f} {row['items']:>11.3f} "
+            f"{row['requests']:>14.3f}"
         )
+
+    print(
+        f"\nPer step on SQLite against a raw SQLite commit of the same bytes (WAL, "
+        f"synchronous=FULL, one INSERT per transaction), alternating commit by commit: "
+        f"{args.steps} steps x {args.runs} runs, medians"
+    )
+    sq = sqlite_against_raw(args.steps, args.runs)
+    print(
+        f"{'us/step':>9} {'raw us/commit':>14} {'ratio':>6} {'value bytes':>12} "
+        f"{'writes/step':>12} {'requests/step':>14}"
+    )
+    print(
+        f"{sq['us_per_step']:>9.0f} {sq['raw_us']:>14.0f} {sq['ratio']:>6.2f} "
+        f"{sq['value_bytes']:>12.0f} {sq['writes']:>12.3f} {sq['requests']:>14.3f}"
+    )
 
     print(
         f"\nResume: parked after N steps; a fresh engine recovers it, then a signal finishes it "

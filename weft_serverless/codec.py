@@ -145,7 +145,7 @@ def _depth_path(value: Any, what: str) -> str:
     limit here, and bounded up front so a value that encodes can also always be decoded.
     Only containers are pushed; each carries a link to its parent to rebuild the path.
     """
-    Link = tuple[Any, "str"] | None
+    Link = tuple[Any, Any, bool] | None  # (parent link, key or index, whether a dict key)
     if type(value) not in _NESTING:
         return ""
     stack: list[tuple[Any, int, Link]] = [(value, 1, None)]
@@ -154,15 +154,17 @@ def _depth_path(value: Any, what: str) -> str:
         if depth > MAX_DEPTH:
             parts: list[str] = []
             while link is not None:
-                link, label = link
-                parts.append(label)
+                link, key, keyed = link
+                parts.append(f"[{key!r}]" if keyed else f"[{key}]")
             return what + "".join(reversed(parts))
-        if type(item) is dict:
-            pairs: Any = ((f"[{key!r}]", child) for key, child in item.items())
-        else:
-            pairs = ((f"[{index}]", child) for index, child in enumerate(item))
+        # Labels are built only on the way out of a too-deep value: encoding a step's record
+        # walks its containers and formats nothing.
+        keyed = type(item) is dict
+        children: Any = item.items() if keyed else enumerate(item)
         stack.extend(
-            (child, depth + 1, (link, label)) for label, child in pairs if type(child) in _NESTING
+            (child, depth + 1, (link, key, keyed))
+            for key, child in children
+            if type(child) in _NESTING
         )
     return ""
 

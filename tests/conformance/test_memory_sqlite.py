@@ -148,3 +148,29 @@ def test_storage_factory_handles_share_one_store(storage_factory: Callable[[], S
     assert second.get(Key("p", "a")) == b"1"
     second.put(Key("p", "b"), b"2")
     assert list(storage_factory().scan("p")) == [("a", b"1"), ("b", b"2")]
+
+
+@pytest.mark.storage("sqlite")
+def test_sqlite_commits_a_step_with_the_statements_of_a_bare_insert(tmp_path: Path) -> None:
+    """A step's batch (its op record, absent until now) is BEGIN, INSERT, COMMIT: the primary
+    key checks the condition, with no read before the write. A fenced batch still reads its
+    other conditions."""
+    store = SQLiteStorage(tmp_path / "weft.db")
+    try:
+        statements: list[str] = []
+        conn = store._conn
+        assert conn is not None
+        conn.set_trace_callback(statements.append)
+        step, guard = Key("wf#run", "op#0001"), Key("wf#run", "owner")
+        assert store.conditional_batch([Condition(step, None)], [Put(step, b"v")])
+        assert [s.split(" (", 1)[0] for s in statements] == [
+            "BEGIN IMMEDIATE",
+            "INSERT INTO kv",
+            "COMMIT",
+        ]
+        statements.clear()
+        fenced = [Condition(Key("wf#run", "op#0002"), None), Condition(guard, None)]
+        assert store.conditional_batch(fenced, [Put(Key("wf#run", "op#0002"), b"v")])
+        assert [s.split(" ", 1)[0] for s in statements] == ["BEGIN", "SELECT", "INSERT", "COMMIT"]
+    finally:
+        store.close()

@@ -56,6 +56,9 @@ def commit_step(
     crash in between leaves only harmless wake-ups. The step's own writes are never split;
     if they exceed the batch limit the storage refuses them with ``StorageLimitError``.
     """
+    if not cleanup:  # most steps: nothing to fit in, the batch is the step's own writes
+        commit(rt, workflow_id, conditions, ops)
+        return []
     fence = rt.fence.conditions(workflow_id)
     taken = {c.key for c in (*conditions, *fence)} | {op.key for op in ops}
     extra = list({op.key: op for op in cleanup if op.key not in taken}.values())

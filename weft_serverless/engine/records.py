@@ -6,6 +6,7 @@ encoded as bytes inside them: their size is checked once, and replay decodes onl
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,8 @@ from weft_serverless.codec import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put, Storage
+
+from .slot_table import SlotTable
 
 RUNNING = "running"
 PENDING = "pending"
@@ -142,9 +145,11 @@ class History:
     state: WorkflowState
     state_bytes: bytes
     ops: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
-    attempts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    signals: dict[str, list[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
+    # Indexed by step scope: a finishing step finds what it left without walking history.
+    pending: SlotTable[dict[str, Any]] = field(default_factory=SlotTable)
+    attempts: SlotTable[list[dict[str, Any]]] = field(default_factory=SlotTable)
+    # Buffered signals by name, oldest first: a deque, as steps consume them from the front.
+    signals: dict[str, deque[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The stored step, update and version records: what replay to the park point rebuilds.
     replayed: dict[str, bytes] = field(default_factory=dict)
@@ -321,7 +326,7 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(record)
     elif family == _SIGNAL:
         name = keys.dec(rest.split("#", 1)[0])
-        h.signals.setdefault(name, []).append((sort, value, record))
+        h.signals.setdefault(name, deque()).append((sort, value, record))
     elif family == _CHILD:
         h.children[rest] = record
     elif family == _VERSION:

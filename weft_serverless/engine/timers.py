@@ -227,15 +227,15 @@ def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
     """Deletes for timers of ``slot`` (and its branches) that have not fallen due yet.
 
     Timers already due are left to the maintenance pass that fires them, which deletes
-    them after driving; deleting here too would only add write cost.
+    them after driving; deleting here too would only add write cost. The records are found
+    through the tables' scope index (``SlotTable.under``): a commit never walks history.
     """
     ops: list[Op] = []
-    prefix = slot + "."
-    for pend_slot, record in history.pending.items():
-        if pend_slot == slot or pend_slot.startswith(prefix):
-            ops.extend(_future_timer(record, now))
-    for att_slot, records in history.attempts.items():
-        if (att_slot == slot or att_slot.startswith(prefix)) and records:
+    for pend_slot in history.pending.under(slot):
+        ops.extend(_future_timer(history.pending[pend_slot], now))
+    for att_slot in history.attempts.under(slot):
+        records = history.attempts[att_slot]
+        if records:
             ops.extend(_future_timer(records[-1], now))
     return ops
 

@@ -89,6 +89,22 @@ class BatchesAndConditions:
         assert storage.conditional_batch([Condition(key, None)], [Put(key, b"second")]) is False
         assert storage.get(key) == b"first"
 
+    def test_absent_condition_on_a_put_key_refuses_the_whole_batch(self, storage: Storage) -> None:
+        """A step's batch: its op record must be absent, alongside other conditions and
+        writes. Whichever condition fails, nothing of the batch lands."""
+        step, guard, other, gone = Key(P, "op"), Key(P, "guard"), Key(P, "other"), Key(P, "gone")
+        storage.batch([Put(step, b"taken"), Put(guard, b"epoch-1"), Put(gone, b"kept")])
+        ops: list[Op] = [Put(step, b"mine"), Put(other, b"mine"), Delete(gone)]
+        holds, stale = Condition(guard, b"epoch-1"), Condition(guard, b"epoch-0")
+        assert storage.conditional_batch([Condition(step, None), holds], ops) is False
+        assert storage.conditional_batch([stale, Condition(step, None)], ops) is False
+        assert storage.get(step) == b"taken"
+        assert storage.get(other) is None
+        assert storage.get(gone) == b"kept"
+        storage.delete(step)
+        assert storage.conditional_batch([Condition(step, None), holds], ops) is True
+        assert [storage.get(k) for k in (step, other, gone)] == [b"mine", b"mine", None]
+
     def test_condition_and_write_on_the_same_key(self, storage: Storage) -> None:
         key = Key(P, "counter")
         current: bytes | None = None
@@ -135,3 +151,29 @@ class BatchesAndConditions:
                 current = values[results.index(True)]
                 assert storage.get(key) == current
                 assert storage.get(side) == current
+
+    def test_racing_first_writes_of_a_key_have_exactly_one_winner(
+        self, storage: Storage, storage_peer: Storage
+    ) -> None:
+        """Two writers commit the same step (its record absent until then), each with a write
+        of its own: one wins, and nothing of the loser's batch lands."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for round_ in range(20):
+                key = Key(P, f"step-{round_:02d}")
+                barrier = threading.Barrier(2, timeout=30)
+                futures = [
+                    pool.submit(
+                        _contend,
+                        barrier,
+                        handle,
+                        Condition(key, None),
+                        [Put(key, name.encode()), Put(Key(P, f"{name}-{round_:02d}"), b"1")],
+                    )
+                    for handle, name in ((storage, "left"), (storage_peer, "right"))
+                ]
+                results = [future.result() for future in futures]
+                assert results.count(True) == 1, f"round {round_}: {results}"
+                winner, loser = ("left", "right") if results[0] else ("right", "left")
+                assert storage.get(key) == winner.encode()
+                assert storage.get(Key(P, f"{winner}-{round_:02d}")) == b"1"
+                assert storage.get(Key(P, f"{loser}-{round_:02d}")) is None

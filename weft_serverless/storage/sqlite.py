@@ -50,6 +50,7 @@ _UPSERT = (
     "INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?) "
     "ON CONFLICT (partition, sort) DO UPDATE SET value = excluded.value"
 )
+_INSERT = "INSERT INTO kv (partition, sort, value) VALUES (?, ?, ?)"
 _DELETE = "DELETE FROM kv WHERE partition = ? AND sort = ?"
 
 
@@ -125,13 +126,26 @@ class SQLiteStorage(Storage):
             _apply(conn, ops)
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        # A condition that a key is absent, on a key the batch puts (a step's op record), is
+        # checked by the primary key: a plain INSERT fails if the row exists. A step commit is
+        # then the same statements as a bare insert, with no read before it.
+        puts = {op.key: op for op in ops if isinstance(op, Put)}
+        inserts = {c.key for c in conditions if c.expected is None and c.key in puts}
         with self._lock, _translated(), self._write() as conn:
             for cond in conditions:
+                if cond.key in inserts:
+                    continue
                 row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
                 if (None if row is None else bytes(row[0])) != cond.expected:
                     conn.execute("ROLLBACK")
                     return False
-            _apply(conn, ops)
+            try:
+                for key in inserts:
+                    conn.execute(_INSERT, (key.partition, key.sort, bytes(puts[key].value)))
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK")
+                return False
+            _apply(conn, [op for op in ops if op.key not in inserts] if inserts else ops)
             return True
 
     # -- helpers -----------------------------------------------------------------------------
@@ -216,9 +230,13 @@ def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
 def _apply(conn: sqlite3.Connection, ops: Sequence[Op]) -> None:
     puts = [(op.key.partition, op.key.sort, bytes(op.value)) for op in ops if isinstance(op, Put)]
     deletes = [(op.key.partition, op.key.sort) for op in ops if not isinstance(op, Put)]
-    if puts:
+    if len(puts) == 1:
+        conn.execute(_UPSERT, puts[0])
+    elif puts:
         conn.executemany(_UPSERT, puts)
-    if deletes:
+    if len(deletes) == 1:
+        conn.execute(_DELETE, deletes[0])
+    elif deletes:
         conn.executemany(_DELETE, deletes)
 
 

@@ -41,7 +41,7 @@ def wait_for_signal(scope: StepScope, cmd: WaitForSignal, slot: str) -> Done | N
         sort, raw, signal = queue[0]
         key = Key(keys.workflow_partition(scope.workflow_id), sort)
         ops: list[Op] = [Delete(key)]
-        after_commit: list[Callable[[], object]] = [lambda: queue.pop(0)]
+        after_commit: list[Callable[[], object]] = [queue.popleft]
         if signal.get("timer"):
             ops += wakeups.adopt(history, signal["timer"])
             after_commit.append(lambda: wakeups.adopted(history, signal["timer"]))

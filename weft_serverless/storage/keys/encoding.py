@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
 from urllib.parse import quote, unquote
 
 
+@functools.lru_cache(maxsize=4096)
 def enc(part: str) -> str:
-    """Percent-encode an untrusted key component (ASCII out, no ``#``)."""
+    """Percent-encode an untrusted key component (ASCII out, no ``#``).
+
+    Memoised: every write of a step builds its run's keys from the same workflow id.
+    """
     return quote(part, safe="-_.~@:")
 
 
