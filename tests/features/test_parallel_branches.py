@@ -240,14 +240,19 @@ def test_a_failing_branch_fails_the_all_and_stops_the_others(storage_factory: Op
 def test_the_losing_race_branch_is_cancelled_and_its_result_discarded(
     storage_factory: Opener,
 ) -> None:
+    started = threading.Event()
     stopped = threading.Event()
     release = threading.Event()
 
     def fast(_: Any) -> str:
+        # The race must end while the loser runs: a loser whose thread has not started yet is
+        # never run at all (its future is cancelled), which would leave nothing to stop.
+        started.wait(BARRIER_SECONDS)
         return "fast"
 
     def slow(_: Any) -> str:
         act = current_activity()
+        started.set()
         act.cancel_event.wait(BARRIER_SECONDS)
         if act.cancelled:
             stopped.set()
