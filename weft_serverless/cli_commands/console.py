@@ -61,6 +61,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     try:
         from weft_serverless.console.app import Console, create_app
         from weft_serverless.console.server import bind, serve
+        from weft_serverless.console.state import LOOPBACK_NAMES
     except ImportError as exc:
         from weft_serverless.errors import ConfigurationError
 
@@ -78,12 +79,15 @@ def cmd_console(args: argparse.Namespace) -> int:
             drives=workflows is not None,
             refresh_seconds=float(args.refresh),
             samples=samples,
+            allowed_hosts=LOOPBACK_NAMES if args.host in LOOPBACK_NAMES else None,
         )
         server = bind(create_app(console), args.host, args.port)
 
         def ready(url: str) -> None:
             mode = "read-only" if args.read_only else "read-write"
             print(f"weft console ({mode}) on {console.target}: open {url}  (Ctrl-C stops it)")
+            if console.allowed_hosts is None:
+                print("  WARNING: not bound to loopback; the console has no authentication")
             sys.stdout.flush()
 
         with contextlib.suppress(KeyboardInterrupt):

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask, request
 
 from . import formatting, run_page, runs_page, schedules_page, start_form
-from .state import CONSOLE_KEY, Console
+from .state import CONSOLE_KEY, Console, current_console
 
 __all__ = ["Console", "create_app"]
 
@@ -28,6 +28,7 @@ def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> 
     for page in (runs_page, run_page, schedules_page, start_form):
         app.register_blueprint(page.blueprint)
 
+    app.before_request(refuse_other_hosts)
     app.before_request(refuse_cross_site_posts)
 
     @app.context_processor
@@ -35,6 +36,26 @@ def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> 
         return {"console": console}
 
     return app
+
+
+def refuse_other_hosts() -> tuple[str, int] | None:
+    """Answer only requests addressed to loopback by name. A site whose name an attacker
+    re-points at 127.0.0.1 (DNS rebinding) is same-origin for the browser, so it could read
+    pages and send the HX-Request header; its requests still carry its own name as Host."""
+    allowed = current_console().allowed_hosts
+    if allowed is None:
+        return None
+    host = host_name(request.host or "")
+    if host not in allowed:
+        return f"refused: this console answers {', '.join(sorted(allowed))} only", 403
+    return None
+
+
+def host_name(host: str) -> str:
+    """The name in a Host header, without its port: ``[::1]:8484`` is ``::1``."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0].lower()
+    return host.rsplit(":", 1)[0].lower()
 
 
 def refuse_cross_site_posts() -> tuple[str, int] | None:

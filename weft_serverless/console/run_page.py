@@ -151,7 +151,6 @@ def _view_or_none(workflow_id: str) -> RunView | None:
 
 
 def _engine() -> Engine:
-
     return current_console().engine
 
 

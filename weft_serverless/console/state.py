@@ -15,6 +15,8 @@ from flask import current_app
 from weft_serverless import Engine
 
 CONSOLE_KEY = "weft_console"
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+"""The Host names a console bound to loopback answers (see ``app.refuse_other_hosts``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class Console:
     drives: bool = False  # built with the workflows: a signal drives the run here
     refresh_seconds: float = 2.0
     samples: Mapping[str, Any] = field(default_factory=dict)  # an input per type, to start
+    allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES  # None: bound beyond loopback
 
 
 def current_console() -> Console:
