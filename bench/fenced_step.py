@@ -5,7 +5,9 @@ then each option's requests are issued through the DynamoDB adapter on the same 
 and values and billed by its meter. Where the adapter cannot express a request (a
 ``BatchWriteItem`` of puts), its units are computed with the meter's own ``write_units`` on
 the item sizes the option would write, and the row says so. Figures are printed, nothing is
-asserted. Run: ``python bench/fenced_step.py`` (a few seconds).
+asserted. Each figure is the average over 40 steps, the head's first write included (so
+0.02 of a request and a unit in (c) to (e) is the head's creation, which a run's start pays).
+Run: ``python bench/fenced_step.py`` (a few seconds).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ STEPS = 40  # steps per option and size: a multiple of every K below
 BATCH_WRITE_ITEMS = 25  # puts per BatchWriteItem request
 HEAD_SORT = "head"  # a hypothetical key shape in the run's partition; nothing stores it today
 RUN = "fenced-run"
+# (f) inlines a record in the head only while head and record fit in one write unit together.
+HEAD_INLINE_MAX = 900
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,10 @@ def step_at(captured: Captured, n: int) -> Put:
 
 def head_value(captured: Captured, steps: Sequence[int]) -> bytes:
     """The head item's value: the epoch and the steps not yet written out, inline."""
-    record = {"epoch": captured.epoch, "steps": [(keys.step_slot(n), captured.step.value)
-                                                 for n in steps]}
+    record = {
+        "epoch": captured.epoch,
+        "steps": [(keys.step_slot(n), captured.step.value) for n in steps],
+    }
     return encode(record)
 
 
@@ -200,12 +206,37 @@ def option_head(captured: Captured, k: int) -> Callable[[DynamoDBStorage], float
                 computed_requests[0] += -(-len(items) // BATCH_WRITE_ITEMS)
                 inline = []
             inline.append(n)
-            ok = storage.conditional_batch([Condition(head, old)], [Put(head, head_value(captured, inline))])
+            ok = storage.conditional_batch(
+                [Condition(head, old)], [Put(head, head_value(captured, inline))]
+            )
             assert ok
         return computed
 
     computed_requests = [0]
     steps.computed_requests = computed_requests  # type: ignore[attr-defined]
+    return steps
+
+
+def option_pointer(captured: Captured) -> Callable[[DynamoDBStorage], float]:
+    """Option (e): the step's record goes out first as its own item (put conditioned on
+    absence), then the head, holding the epoch and only the newest step's slot and digest, is
+    swapped. The fence stays on the head; a large result is billed once at its size."""
+    head = Key(keys.workflow_partition(RUN), HEAD_SORT)
+
+    def pointer(n: int | None) -> bytes:
+        steps = [] if n is None else [(keys.step_slot(n), value_digest(captured.step.value))]
+        return encode({"epoch": captured.epoch, "steps": steps})
+
+    def steps(storage: DynamoDBStorage) -> float:
+        storage.put(head, pointer(None))
+        for n in range(STEPS):
+            put = step_at(captured, n)
+            assert storage.conditional_batch([Condition(put.key, None)], [put])
+            old = pointer(n - 1 if n else None)
+            assert storage.conditional_batch([Condition(head, old)], [Put(head, pointer(n))])
+        return 0.0
+
+    steps.computed_requests = [0]  # type: ignore[attr-defined]
     return steps
 
 
@@ -224,7 +255,9 @@ def main() -> None:
             captured = capture(client, size)
             record = item_size(_item(captured.step))
             req, wru, rru, _ = metered(client, f"a-{size}", captured, option_a(captured))
-            rows.append(Row("(a) today: step + epoch check, transaction", size, record, req, wru, rru))
+            rows.append(
+                Row("(a) today: step + epoch check, transaction", size, record, req, wru, rru)
+            )
             req, wru, rru, _ = metered(client, f"b-{size}", captured, option_b(captured))
             rows.append(Row("(b) none: one conditional put", size, record, req, wru, rru))
             for k in (1, 4, 10):
@@ -236,6 +269,22 @@ def main() -> None:
                 rows.append(
                     Row(label, size, record, req + extra, wru + computed / STEPS, rru, note)
                 )
+            req, wru, rru, _ = metered(client, f"e-{size}", captured, option_pointer(captured))
+            rows.append(
+                Row("(e) step item, then head with its digest", size, record, req, wru, rru)
+            )
+            inline = rows[-4] if record <= HEAD_INLINE_MAX else rows[-1]
+            rows.append(
+                Row(
+                    f"(f) (c) to {HEAD_INLINE_MAX} B record, else (e)",
+                    size,
+                    record,
+                    inline.requests,
+                    inline.wru,
+                    inline.rru,
+                    "from the rows above",
+                )
+            )
     print(f"{'option':<46}{'result':>7}{'op rec':>8}{'req':>7}{'WRU':>7}{'RRU':>7}{'CU':>7}  note")
     for row in rows:
         print(
