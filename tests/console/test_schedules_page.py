@@ -110,3 +110,13 @@ def test_pause_trigger_resume_in_chromium(
     engine.get_schedule(SCHEDULE_ID).delete()  # gone behind the page's back: the API's 404
     row.get_by_test_id("schedule-pause").click()
     expect(row.get_by_test_id("outcome")).to_contain_text("404 ScheduleNotFoundError")
+
+
+def test_relative_times_are_against_the_engines_clock(
+    client: FlaskClient, schedules: list[str]
+) -> None:
+    """The engine runs on a virtual clock set months before the wall clock: the interval
+    schedule's next fire, 90 s ahead of engine time, reads "in 1 m 30 s", not months ago."""
+    html = client.get("/schedules/").get_data(as_text=True)
+    assert "in 1 m 30 s" in html
+    assert " ago<" not in html

@@ -68,12 +68,20 @@ def is_long(value: Any) -> bool:
     return len(compact(value)) > FOLD_CHARS
 
 
+def relative_to_engine(epoch: float | None, now: float | None = None) -> str:
+    """``relative`` against the console's engine clock: the time its runs are stamped with
+    (the wall clock, unless the engine was given another, as tests give a virtual one)."""
+    from .state import current_console
+
+    return relative(epoch, current_console().engine.runtime.now() if now is None else now)
+
+
 def install(app: Flask) -> None:
     """Register the filters on ``app``'s Jinja environment."""
     for name, function in (
         ("timestamp", timestamp),
         ("duration", duration),
-        ("relative", relative),
+        ("relative", relative_to_engine),
         ("pretty", pretty),
         ("compact", compact),
         ("is_long", is_long),
