@@ -33,7 +33,6 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from weft_serverless import Engine
 
 from weft_serverless import dev_events
+from weft_serverless.cli_commands.target import make_workflows_importable
 from weft_serverless.dev_moto import LockedMotoServer
 from weft_serverless.lambda_events import (
     DEFAULT_REGION,
@@ -224,13 +224,7 @@ class DevServer:
         os.environ.setdefault(
             "POWERTOOLS_METRICS_DISABLED", "false" if self.config.verbose else "true"
         )
-        # The cwd first (as ``python -m`` does), then the source tree beside the package: the
-        # default ``examples.workflows`` ships there, not in the wheel.
-        cwd, source_tree = os.getcwd(), str(Path(__file__).resolve().parent.parent)
-        if cwd not in sys.path:
-            sys.path.insert(0, cwd)
-        if source_tree not in sys.path:
-            sys.path.append(source_tree)
+        make_workflows_importable()
 
     def _create_table(self) -> None:
         from weft_serverless.storage.dynamodb import DynamoDBStorage

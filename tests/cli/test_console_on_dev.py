@@ -1,5 +1,5 @@
 """A newcomer's path: ``weft dev`` in one shell, the ``weft console`` line its banner prints in
-another, and the console showing and controlling what runs on the dev server's table.
+another, and the console showing what runs on the dev server's table and signalling it on.
 
 Both are real subprocesses talking over loopback HTTP: weft dev's moto DynamoDB, its API, and
 the console's own server.
@@ -7,66 +7,27 @@ the console's own server.
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import shlex
-import subprocess
-import sys
-import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_dev_server import DevProcess, call, poll
+from test_dev_server import ChildProcess, DevProcess, call, poll
 
 CONSOLE_LINE = re.compile(r"^\s*(weft console .*)$")
 CONSOLE_URL = re.compile(r"open (http://127\.0\.0\.1:\d+/)")
-STARTUP_SECONDS = 30.0
 
 
-class ConsoleProcess:
+class ConsoleProcess(ChildProcess):
     """``weft console`` started from the command line weft dev's banner suggests."""
 
     def __init__(self, cwd: Path, command: str) -> None:
         argv = shlex.split(command)
         assert argv[:2] == ["weft", "console"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "POWERTOOLS_"))}
-        env["PYTHONUNBUFFERED"] = "1"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "weft_serverless.cli", *argv[1:], "--port", "0"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
-            self.lines.put(line)
-
-    def wait_for_url(self) -> str:
-        deadline = time.monotonic() + STARTUP_SECONDS
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.2)
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-                continue
-            match = CONSOLE_URL.search(line)
-            if match:
-                return match[1]
-        raise AssertionError(f"weft console did not come up:\n{''.join(self.output)}")
+        super().__init__(cwd, [*argv[1:], "--port", "0"], CONSOLE_URL)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -86,6 +47,7 @@ def dev(tmp_path: Path) -> Iterator[DevProcess]:
 def _page(url: str, data: dict[str, str] | None = None) -> tuple[int, str]:
     body = None if data is None else urllib.parse.urlencode(data).encode()
     request = urllib.request.Request(url, data=body, method="GET" if body is None else "POST")
+    request.add_header("HX-Request", "true")  # as the console's own pages post
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
@@ -116,6 +78,16 @@ def test_the_console_the_dev_banner_suggests_shows_the_dev_servers_runs(
         assert listed
         status, run_page = _page(f"{url}runs/console-order")
         assert status == 200 and "console-order" in run_page
+
+        # the warehouse's signal, sent from the run's page, finishes the run on the dev table
+        form = {"name": "ship", "payload": '{"carrier": "express"}'}
+        status, answer = _page(f"{url}runs/console-order/act/signal", form)
+        assert status == 200 and "signal sent" in answer, answer
+        finished = poll(
+            lambda: call(f"{base}/workflows/console-order")[1]["status"] == "completed",
+            "the run signalled from the console to complete",
+        )
+        assert finished
     finally:
         console.stop()
         dev.stop()

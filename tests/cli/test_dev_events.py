@@ -6,31 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from test_dev_server import DevProcess, call, poll
-
-FLOWS = """
-from weft_serverless import RetryPolicy, workflow
-
-attempts = []
-
-
-def flaky(name):
-    attempts.append(name)
-    if len(attempts) == 1:
-        raise RuntimeError("first attempt fails")
-    return f"hello {name}"
-
-
-def greet(ctx, name):
-    return (yield ctx.run("flaky", name, retry=RetryPolicy(initial_backoff=0.2)))
-
-
-workflows = {"greet": workflow("greet").activities(flaky=flaky).execute(greet)}
-"""
+from test_dev_server import FLAKY_FLOWS, DevProcess, call, poll
 
 
 def test_weft_dev_prints_published_events_and_serves_the_log(tmp_path: Path) -> None:
-    (tmp_path / "event_flows.py").write_text(FLOWS)
+    (tmp_path / "event_flows.py").write_text(FLAKY_FLOWS)
     dev = DevProcess(tmp_path, "--workflows", "event_flows")
     try:
         base = dev.wait_for_url()

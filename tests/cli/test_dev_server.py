@@ -30,16 +30,17 @@ WAIT_SECONDS = 15.0
 URL = re.compile(r"weft dev listening on (http://127\.0\.0\.1:\d+)")
 
 
-class DevProcess:
-    """The ``weft dev`` child and its output, read line by line on a thread."""
+class ChildProcess:
+    """A ``weft`` command started as a user starts it, its output read line by line on a
+    thread, and the address it prints when it is up."""
 
-    def __init__(self, cwd: Path, *options: str) -> None:
+    def __init__(self, cwd: Path, argv: list[str], url: re.Pattern[str]) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "POWERTOOLS_"))}
         env.pop("AWS_PROFILE", None)
         env["PYTHONUNBUFFERED"] = "1"
-        command = [sys.executable, "-m", "weft_serverless.cli", "dev", "--port", "0"]
+        self.url = url
         self.process = subprocess.Popen(
-            [*command, "--tick", "0.2", *options],
+            [sys.executable, "-m", "weft_serverless.cli", *argv],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
@@ -65,10 +66,19 @@ class DevProcess:
                 if self.process.poll() is not None:
                     break
                 continue
-            match = URL.search(line)
+            match = self.url.search(line)
             if match:
                 return match[1]
-        raise AssertionError(f"weft dev did not come up:\n{''.join(self.output)}")
+        raise AssertionError(
+            f"weft {self.process.args[3]} did not come up:\n{''.join(self.output)}"
+        )
+
+
+class DevProcess(ChildProcess):
+    """``weft dev`` on a free port with a fast maintenance ticker."""
+
+    def __init__(self, cwd: Path, *options: str) -> None:
+        super().__init__(cwd, ["dev", "--port", "0", "--tick", "0.2", *options], URL)
 
     def stop(self) -> int:
         if self.process.poll() is None:

@@ -7,17 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_parity_support import weft
 
 from examples.workflows import workflows
 from weft_serverless import Engine, SQLiteStorage
-from weft_serverless.cli import main
-
-
-def weft(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from examples.workflows import workflows as example_workflows
-from weft_serverless import Engine, SQLiteStorage
+from weft_serverless import Engine, SQLiteStorage, WorkflowDefinition
 from weft_serverless.console.app import Console, create_app
 from weft_serverless.console.server import bind, url_of
 from weft_serverless.testing import VirtualClock
@@ -49,12 +49,21 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def engine(db_path: Path, clock: VirtualClock) -> Iterator[Engine]:
+def registry() -> Mapping[str, WorkflowDefinition]:
+    """The workflows the console's engine knows: every example (a test module may add its
+    own by overriding this fixture)."""
+    return example_workflows
+
+
+@pytest.fixture
+def engine(
+    db_path: Path, clock: VirtualClock, registry: Mapping[str, WorkflowDefinition]
+) -> Iterator[Engine]:
     """The examples' engine: it drives runs inline, as ``weft console --workflows`` does."""
     storage = SQLiteStorage(db_path)
     engine = Engine.create(
         storage,
-        example_workflows,
+        dict(registry),
         clock=clock,
         background_tasks="manual",
         recover=False,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Generator, Iterator
-from pathlib import Path
+from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from examples.workflows import workflows as example_workflows
-from weft_serverless import Engine, SQLiteStorage, WorkflowContext, workflow
+from weft_serverless import Engine, WorkflowContext, WorkflowDefinition, workflow
 from weft_serverless.console.run_filters import epoch_seconds
 from weft_serverless.testing import VirtualClock
 
@@ -39,20 +38,9 @@ TEST_WORKFLOWS = {
 
 
 @pytest.fixture
-def engine(db_path: Path, clock: VirtualClock) -> Iterator[Engine]:
-    """The console's engine with two small workflows: one waits, one completes at once."""
-    storage = SQLiteStorage(db_path)
-    engine = Engine.create(
-        storage,
-        {**example_workflows, **TEST_WORKFLOWS},
-        clock=clock,
-        background_tasks="manual",
-        recover=False,
-        max_parallel_activities=0,
-    )
-    yield engine
-    engine.close()
-    storage.close()
+def registry() -> dict[str, WorkflowDefinition]:
+    """The examples and two small workflows: one waits, one completes at once."""
+    return {**example_workflows, **TEST_WORKFLOWS}
 
 
 @pytest.fixture

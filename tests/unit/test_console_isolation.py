@@ -27,8 +27,20 @@ def test_the_lambda_path_and_the_cli_do_not_import_the_console() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_package_data_declares_the_console_templates_and_assets() -> None:
-    text = (ROOT / "pyproject.toml").read_text()
-    assert '"console/templates/*.html", "console/static/*"' in text
-    static = ROOT / "weft_serverless" / "console" / "static"
-    assert {"htmx.min.js", "console.css", "console.js"} <= {p.name for p in static.iterdir()}
+def test_package_data_ships_every_console_template_and_asset() -> None:
+    """Every file the console serves matches a package-data pattern, so the wheel carries it
+    (a template or asset in a new subfolder would not, and fails here)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["weft_serverless"]
+    package = ROOT / "weft_serverless"
+    served = [
+        path.relative_to(package).as_posix()
+        for folder in ("console/templates", "console/static")
+        for path in (package / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+    assert {"console/static/htmx.min.js", "console/templates/base.html"} <= set(served)
+    shipped = {path.relative_to(package).as_posix() for p in patterns for path in package.glob(p)}
+    assert sorted(set(served) - shipped) == []

@@ -115,7 +115,7 @@ def start_workflow(request: Request) -> Reply:
         id=workflow_id,
         idempotency_key=body.get("idempotency_key"),
         execution_timeout=body.get("execution_timeout"),
-        start_at=_start_at(body.get("start_at")),
+        start_at=_instant(body.get("start_at"), "start_at"),
         start_after=body.get("start_after"),
         search_attributes=body.get("search_attributes"),
         tags=body.get("tags"),
@@ -272,6 +272,8 @@ def fail_activity(request: Request) -> Reply:
 
 
 def _instant(value: float | str | None, field: str) -> float | datetime.datetime | None:
+    """Epoch seconds as they are, ISO 8601 text as a datetime (one without a zone is refused
+    by the engine, naming ``field``)."""
     if not isinstance(value, str):
         return value
     try:
@@ -285,13 +287,3 @@ def _require_unfinished(request: Request) -> None:
     description = request.engine.describe(request.workflow_id)
     if description.is_terminal:
         raise WorkflowNotRunningError(request.workflow_id, description.status)
-
-
-def _start_at(value: float | str | None) -> float | datetime.datetime | None:
-    if not isinstance(value, str):
-        return value
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        raise bad_request("start_at", f"{value!r} is not an ISO 8601 time") from None
-    return moment  # a missing time zone is refused by the engine, naming start_at

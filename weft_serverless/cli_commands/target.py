@@ -130,17 +130,10 @@ def operator_engine(
 def load_workflows(module_name: str) -> dict[str, Any]:
     """The ``workflows`` dict of a module named on the command line (cwd importable)."""
     import importlib
-    import sys
 
     from weft_serverless.errors import ConfigurationError
 
-    # The cwd first (as ``python -m`` does), then the source tree beside the package, as
-    # ``weft dev`` does: the ``examples.workflows`` its banner names ships there, not in wheels.
-    source_tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    if source_tree not in sys.path:
-        sys.path.append(source_tree)
+    make_workflows_importable()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -149,6 +142,19 @@ def load_workflows(module_name: str) -> dict[str, Any]:
     if not isinstance(registry, dict):
         raise ConfigurationError(f"module {module_name!r} has no 'workflows' dict")
     return registry
+
+
+def make_workflows_importable() -> None:
+    """Put the cwd first on ``sys.path`` (as ``python -m`` does), then the source tree beside
+    the package: the default ``examples.workflows`` of ``weft dev`` ships there, not in
+    wheels, so the module names its banner prints import from any directory."""
+    import sys
+
+    source_tree = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    if source_tree not in sys.path:
+        sys.path.append(source_tree)
 
 
 def module_services(args: argparse.Namespace) -> Any:

@@ -44,16 +44,9 @@ def perform(
     body: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Carry out ``operation`` (a route's operation name) through the console's engine."""
-    console = current_console()
-    if console.read_only:
+    if current_console().read_only:
         return Outcome(False, 403, None, READ_ONLY_CODE, "this console is read-only (--read-only)")
-    try:
-        status, reply = call(
-            console.engine, operation, params=params, query=query, body=body, caller=CALLER
-        )
-    except Exception as exc:
-        return refusal(operation, exc)
-    return Outcome(True, status, reply)
+    return _carried_out(operation, params, query, body, CALLER)
 
 
 def read(
@@ -63,8 +56,25 @@ def read(
     query: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """Carry out a reading ``operation`` (list, count, describe): allowed in read-only mode."""
+    return _carried_out(operation, params, query, None, None)
+
+
+def _carried_out(
+    operation: str,
+    params: Mapping[str, str] | None,
+    query: Mapping[str, Any] | None,
+    body: Mapping[str, Any] | None,
+    caller: str | None,
+) -> Outcome:
     try:
-        status, reply = call(current_console().engine, operation, params=params, query=query)
+        status, reply = call(
+            current_console().engine,
+            operation,
+            params=params,
+            query=query,
+            body=body,
+            caller=caller,
+        )
     except Exception as exc:
         return refusal(operation, exc)
     return Outcome(True, status, reply)

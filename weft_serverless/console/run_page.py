@@ -89,9 +89,8 @@ def act(workflow_id: str, action: str) -> str:
         try:
             body.update(_json_field(field, request.form.get(field, "")))
         except ValueError as exc:
-            refused = bad_request(field, str(exc))
-            outcome = Outcome(False, refused.status, refused.body(), refused.code, refused.message)
-            return _answer(workflow_id, action, outcome)
+            refused = actions.refusal(operation, bad_request(field, str(exc)))
+            return _answer(workflow_id, action, refused)
     else:
         abort(404)
     return _answer(workflow_id, action, actions.perform(operation, params=params, body=body))
