@@ -16,7 +16,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.cli_commands import finding, render
-from weft_serverless.cli_commands.calling import carry_out, given, json_option, reply
+from weft_serverless.cli_commands.calling import (
+    DRIVE_HELP,
+    add_workflows_option,
+    carry_out,
+    given,
+    json_option,
+    reply,
+)
 from weft_serverless.cli_commands.target import add_target_arguments, operator_engine
 
 if TYPE_CHECKING:
@@ -49,13 +56,13 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     signal.add_argument("name", help="signal name")
     signal.add_argument("--payload", default="null", help="JSON payload (default: null)")
     signal.add_argument("--signal-id", help="deduplication id: a repeat is delivered once")
-    _add_workflows_option(signal)
+    add_workflows_option(signal, DRIVE_HELP)
     add_target_arguments(signal)
     signal.set_defaults(handler=cmd_signal)
 
     cancel = subcommands.add_parser("cancel", help="cancel a workflow")
     cancel.add_argument("id", help="workflow id")
-    _add_workflows_option(cancel)
+    add_workflows_option(cancel, DRIVE_HELP)
     add_target_arguments(cancel)
     cancel.set_defaults(handler=cmd_cancel)
 
@@ -70,17 +77,6 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     result.add_argument("id", help="workflow id")
     add_target_arguments(result)
     result.set_defaults(handler=cmd_result)
-
-
-def _add_workflows_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workflows",
-        metavar="MODULE",
-        help=(
-            "module with a 'workflows' dict: drive the woken workflow here; without it the "
-            "signal is stored and its owner or the next maintenance pass delivers it"
-        ),
-    )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
