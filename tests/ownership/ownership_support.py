@@ -23,6 +23,7 @@ from typing import Any
 from weft_serverless import Engine, WorkflowDefinition
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Condition,
@@ -33,6 +34,8 @@ from weft_serverless.storage.base import (
     Storage,
 )
 from weft_serverless.testing import DEFAULT_START, DelegatingStorage, SimulatedCrash, VirtualClock
+from weft_serverless.testing.sim_records import JournalEntry
+from weft_serverless.testing.sim_steps import StepLedger
 
 Opener = Callable[[], Storage]
 
@@ -271,74 +274,85 @@ def _is_op_record(key: Key) -> bool:
 
 
 def fencing_violations(journal: Journal) -> list[str]:
-    """Owner records that landed without their writer holding the workflow's current epoch.
+    """Step and owner records that landed without their writer holding the current epoch.
 
     Replays the committed writes in commit order, tracking each workflow's epoch bytes and the
     engine named by its holder record (None once the holder is deleted: a released or rotated
     epoch has no owner). Every committed put of an owner record (op, pending or attempt record)
     must carry a condition on the workflow's epoch key equal to the epoch current at that point,
-    and come from the engine holding that epoch.
+    and come from the engine holding that epoch. On a run with a head (ADR 0037) a plain step
+    is committed by the head put carrying it inline, which must be on the current epoch by its
+    holder; the put that writes such a step out to its own item carries no epoch, and may land
+    only as the bytes that step was committed with (or stamped below the run's floor, where no
+    reader counts it).
     """
-    epoch: dict[str, bytes | None] = {}
-    owner: dict[str, str | None] = {}
-    problems: list[str] = []
-    for write in journal.writes:
-        if not write.committed:
+    entries = [JournalEntry(w.engine, w.conditions, w.ops, w.committed) for w in journal.writes]
+    return StepLedger(fenced=True).walk(entries).deposed
+
+
+def step_commits(write: Write) -> list[str]:
+    """The step slots ``write`` commits (or tried to): its fenced op-record puts, and a head
+    put carrying an inline step (a write-out of a committed step commits nothing)."""
+    return list(step_commit_epochs(write))
+
+
+def step_commit_epochs(write: Write) -> dict[str, int]:
+    """``step_commits`` with the epoch each is committed on (``partition/op#slot``)."""
+    slots: dict[str, int] = {}
+    for op in write.ops:
+        wf = _workflow_of(op.key)
+        if wf is None or not isinstance(op, Put):
             continue
-        for op in write.ops:
-            if not (isinstance(op, Put) and _is_owner_record(op.key)):
-                continue
-            wf = _workflow_of(op.key)
-            assert wf is not None
-            fence = write.condition_on(keys.owner_epoch_key(wf))
-            current = epoch.get(wf)
-            if fence is None or fence.expected is None:
-                problems.append(
-                    f"write {write.seq} by {write.engine}: {op.key.sort} of {wf} unfenced"
-                )
-            elif fence.expected != current:
-                problems.append(
-                    f"write {write.seq} by {write.engine}: {op.key.sort} of {wf} fenced on epoch "
-                    f"{unpack_epoch(fence.expected)}, current {unpack_epoch(current)}"
-                )
-            elif owner.get(wf) != write.engine:
-                problems.append(
-                    f"write {write.seq} by {write.engine}: {op.key.sort} of {wf} landed while "
-                    f"epoch {unpack_epoch(current)} was held by {owner.get(wf)}"
-                )
-        for op in write.ops:
-            wf = _workflow_of(op.key)
-            if wf is None:
-                continue
-            if op.key == keys.owner_epoch_key(wf):
-                epoch[wf] = op.value if isinstance(op, Put) else None
-            elif op.key == keys.owner_holder_key(wf):
-                owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
-    return problems
+        fence = write.condition_on(keys.owner_epoch_key(wf))
+        if op.key == keys.owner_head_key(wf):
+            head = Head.from_bytes(op.value)
+            if head.slot is not None and fence is None:
+                slots[f"{op.key.partition}/{keys.OP_PREFIX}{head.slot}"] = head.epoch
+        elif _is_op_record(op.key) and fence is not None and not decode(op.value).get(TOMBSTONE):
+            slots[f"{op.key.partition}/{op.key.sort}"] = unpack_epoch(fence.expected)
+    return slots
+
+
+def step_fence(write: Write, workflow_id: str) -> int | None:
+    """The epoch a step write of ``workflow_id`` is fenced on: its epoch condition, or, for a
+    step committed on the run's head, the epoch of the head it expects (None: unfenced)."""
+    fence = write.condition_on(keys.owner_epoch_key(workflow_id))
+    if fence is not None:
+        return unpack_epoch(fence.expected)
+    head = write.condition_on(keys.owner_head_key(workflow_id))
+    if head is None or head.expected is None:
+        return None
+    return Head.from_bytes(head.expected).epoch
+
+
+def is_write_out(write: Write) -> bool:
+    """A lone unfenced put of a step committed inline on a head (it commits nothing)."""
+    return (
+        len(write.ops) == 1
+        and isinstance(write.ops[0], Put)
+        and _is_op_record(write.ops[0].key)
+        and all(c.key == write.ops[0].key for c in write.conditions)
+        and FENCE_EPOCH in decode(write.ops[0].value)
+    )
 
 
 def rewritten_op_records(journal: Journal) -> dict[str, int]:
-    """Op-record keys put by more than one committed write, with how many times."""
+    """Steps committed by more than one committed write, with how many times."""
     puts: dict[str, int] = {}
     for write in journal.writes:
         if write.committed:
-            for op in write.ops:
-                if isinstance(op, Put) and _is_op_record(op.key):
-                    name = f"{op.key.partition}/{op.key.sort}"
-                    puts[name] = puts.get(name, 0) + 1
+            for name in step_commits(write):
+                puts[name] = puts.get(name, 0) + 1
     return {name: count for name, count in puts.items() if count > 1}
 
 
 def refused_step_writes(journal: Journal, engine: str, workflow_id: str) -> list[Write]:
-    """Writes by ``engine`` carrying an op record of ``workflow_id`` that the store refused."""
+    """Writes by ``engine`` committing a step of ``workflow_id`` that the store refused."""
     partition = keys.workflow_partition(workflow_id)
     return [
         w
         for w in journal.by(engine, committed=False)
-        if any(
-            isinstance(op, Put) and op.key.partition == partition and _is_op_record(op.key)
-            for op in w.ops
-        )
+        if any(name.startswith(partition + "/") for name in step_commits(w))
     ]
 
 

@@ -27,6 +27,8 @@ from ownership_support import (
 )
 
 from weft_serverless import ConfigurationError, Engine, workflow
+from weft_serverless.engine.ownership import HEAD_LAYOUT
+from weft_serverless.engine.ownership.base import marker_mode
 from weft_serverless.errors import OwnershipModeMismatchError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Capabilities
@@ -41,6 +43,12 @@ class WithoutConditionalBatches(RecordingStorage):
 
     def capabilities(self) -> Capabilities:
         return dataclasses.replace(self.inner.capabilities(), conditional_batch=False)
+
+
+def stored(mode: str) -> str:
+    """The marker a fresh store gets for ``mode``: workflow-lease stores are set up with the
+    run-head layout (ADR 0037), which engines of earlier releases refuse."""
+    return HEAD_LAYOUT if mode == "workflow-lease" else mode
 
 
 def dying_flow(calls: Calls) -> dict[str, Any]:
@@ -95,7 +103,7 @@ def test_first_fencing_engine_establishes_the_mode_marker_once(
     of the same mode is accepted and leaves the marker as it was."""
     clock = VirtualClock()
     make_engine(storage_factory, {}, "e1", clock, ownership=mode).close()
-    marker = {"mode": mode, "established_at": T0}
+    marker = {"mode": stored(mode), "established_at": T0}
     assert mode_marker(storage_factory()) == marker
     clock.advance(100)
     make_engine(storage_factory, {}, "e2", clock, ownership=mode).close()
@@ -120,7 +128,7 @@ def test_mismatched_fencing_mode_is_rejected(
     assert first in str(error) and second in str(error)
     assert journal.writes == []
     store = storage_factory()
-    assert mode_marker(store) == {"mode": first, "established_at": T0}
+    assert mode_marker(store) == {"mode": stored(first), "established_at": T0}
     if second == "lease":
         assert store.get(keys.meta_key(keys.LEASE_HOLDER)) is None
 
@@ -142,7 +150,7 @@ def test_mode_none_writes_no_marker_and_is_refused_on_a_fenced_store(
     error = raised.value
     assert (error.configured_mode, error.stored_mode, error.established_at) == ("none", mode, T0)
     assert journal.writes == []
-    assert mode_marker(storage_factory()) == {"mode": mode, "established_at": T0}
+    assert mode_marker(storage_factory()) == {"mode": stored(mode), "established_at": T0}
 
 
 @pytest.mark.parametrize("mode", FENCING_MODES)
@@ -174,7 +182,7 @@ def test_fencing_engine_takes_over_a_store_first_used_by_mode_none(
     flows = crashed_run(storage_factory, clock, calls)
     clock.advance(5)
     engine = make_engine(storage_factory, flows, "e1", clock, ownership=mode, journal=journal)
-    assert mode_marker(storage_factory()) == {"mode": mode, "established_at": T0 + 5}
+    assert mode_marker(storage_factory()) == {"mode": stored(mode), "established_at": T0 + 5}
     assert engine.get_handle("w").result() == 1 and calls.count("a") == 2
     fence_key = (
         keys.owner_epoch_key("w") if mode == "workflow-lease" else keys.meta_key(keys.LEASE_EPOCH)
@@ -213,7 +221,7 @@ def test_engines_of_two_modes_racing_on_a_fresh_store_establish_one_mode(
         t.join(60)
     marker = mode_marker(storage_factory())
     assert marker is not None
-    winner = marker["mode"]
+    winner = marker_mode(marker["mode"])
     loser = next(m for m in FENCING_MODES if m != winner)
     assert outcome[winner] is None
     error = outcome[loser]

@@ -50,6 +50,7 @@ from ownership_support import (
     RecordingStorage,
     fencing_violations,
     rewritten_op_records,
+    step_commit_epochs,
 )
 
 from weft_serverless import Engine, WorkflowDefinition, workflow
@@ -668,12 +669,8 @@ class Harness:
         for write in self.journal.writes:
             if not write.committed:
                 continue
-            for op in write.ops:
-                if isinstance(op, Put) and op.key.sort.startswith(keys.OP_PREFIX):
-                    wf = keys.dec(op.key.partition[3:])
-                    fence = write.condition_on(keys.owner_epoch_key(wf))
-                    epoch = unpack_epoch(fence.expected) if fence is not None else -1
-                    committed[f"{op.key.partition}/{op.key.sort}"] = (epoch, write.engine)
+            for name, epoch in step_commit_epochs(write).items():
+                committed[name] = (epoch, write.engine)
         mints = self.epoch_mints()
         by_step: dict[str, list[Execution]] = {}
         for execution in self.executions:

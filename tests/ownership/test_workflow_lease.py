@@ -32,6 +32,7 @@ from ownership_support import (
     epoch_of,
     fencing_violations,
     holder_of,
+    is_write_out,
     landed_after,
     make_engine,
     make_engines,
@@ -39,6 +40,8 @@ from ownership_support import (
     op_slots,
     refused_step_writes,
     rewritten_op_records,
+    step_commits,
+    step_fence,
     timers_of,
 )
 
@@ -412,9 +415,7 @@ def test_cancel_from_a_non_owner_deposes_the_running_owner_whose_next_write_fail
     assert e1.describe("w").status == "cancelled"
     refused = refused_step_writes(journal, "e1", "w")
     assert len(refused) == 1
-    assert refused[0].condition_on(keys.owner_epoch_key("w")) == Condition(
-        keys.owner_epoch_key("w"), pack_epoch(1)
-    )
+    assert step_fence(refused[0], "w") == 1  # the step's head put, on the epoch cancel rotated
     assert op_slots(store, "w") == []
     assert calls.count("a") == 1 and calls.count("b") == 0
     assert seen_by_workflow == []
@@ -858,7 +859,16 @@ def test_every_owner_write_is_fenced_on_the_epoch_current_at_commit(
         )
     ]
     assert {w.engine for w in owner_puts} == {"e1", "e2", "e3"}
-    assert all(w.condition_on(keys.owner_epoch_key("w")) is not None for w in owner_puts)
+    # A plain step commits on the run's head (ADR 0037), written out later by a lone put that
+    # commits nothing; every other owner write carries the epoch condition.
+    step_writes = [w for w in journal.writes if w.committed and step_commits(w)]
+    assert {w.engine for w in step_writes} == {"e1", "e2", "e3"}
+    assert all(step_fence(w, "w") is not None for w in step_writes)
+    assert all(
+        w.condition_on(keys.owner_epoch_key("w")) is not None
+        for w in owner_puts
+        if not is_write_out(w)
+    )
     assert fencing_violations(journal) == []
     assert rewritten_op_records(journal) == {}
 

@@ -29,6 +29,7 @@ def commit(
     ``conditions`` may already hold the fence (a child start's fragment does): it is added
     once however the batch was put together.
     """
+    rt.fence.flush(workflow_id)  # a step a head commit left inline lands first (ADR 0037)
     fenced = merge_conditions(conditions, rt.fence.conditions(workflow_id))
     if fenced:
         ok = rt.storage.conditional_batch(fenced, ops)
@@ -39,6 +40,26 @@ def commit(
         rt.metrics.lost_commits += 1
         rt.fence.on_lost_commit(workflow_id)
         raise LostCommit(workflow_id)
+
+
+def commit_on_head(
+    rt: Runtime, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+) -> None:
+    """Commit a plain step (its op record and nothing else) as the run's new head: one
+    single-item write where a fenced batch is a transaction (ADR 0037). ``expected`` is what
+    the step's slot held when read, for the record's later write-out."""
+    if not rt.fence.commit_on_head(workflow_id, slot, record, expected):
+        rt.metrics.lost_commits += 1
+        rt.fence.on_lost_commit(workflow_id)
+        raise LostCommit(workflow_id)
+
+
+def cleanup_chunks(rt: Runtime, workflow_id: str, cleanup: Sequence[Op]) -> list[list[Op]]:
+    """``cleanup`` in batches that fit beside the fence, for ``commit_cleanup``."""
+    fence = rt.fence.conditions(workflow_id)
+    size = max(1, rt.storage.capabilities().max_batch_ops - len(fence))
+    extra = list({op.key: op for op in cleanup}.values())
+    return [extra[start : start + size] for start in range(0, len(extra), size)]
 
 
 def commit_step(

@@ -21,7 +21,7 @@ from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import concurrency, finalizers, timers, transitions, wakeups
+from . import concurrency, finalizers, run_head, timers, transitions, wakeups
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -282,20 +282,27 @@ def _retry_slot(new: WorkflowState) -> Fragment:
 
 
 def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
-    """Deletes of the last top-level step's records when that step holds the failure."""
-    partition = keys.workflow_partition(state.id)
-    last = next(rt.storage.scan(partition, keys.OP_PREFIX, reverse=True, limit=1), None)
-    while last is not None and "." in last[0]:
-        top = last[0].split(".", 1)[0]
-        last = next(
-            rt.storage.scan(partition, keys.OP_PREFIX, lte=top, reverse=True, limit=1), None
-        )
-    if last is None or decode_record(last[1], f"record {last[0]!r} of {partition!r}").get(
-        "ok", True
-    ):
+    """Deletes of the last top-level step's records when that step holds the failure.
+
+    The steps are read as replay reads them (``load_history``: a run's head and the reader
+    rule of ADR 0037 included). On a run with a head, the forgotten op records are replaced
+    by tombstones stamped with the retry's epoch (the claim this move takes, already made):
+    a write-out of the old step that lands late finds its slot taken and is refused."""
+    history = load_history(rt.storage, state.id)
+    if history is None:
         return []
-    slot = last[0][len(keys.OP_PREFIX) :]
+    tops = [slot for slot in history.ops if "." not in slot]
+    if not tops:
+        return []
+    slot = max(tops)
+    if history.ops[slot].get("ok", True):
+        return []
+    partition = keys.workflow_partition(state.id)
+    epoch = rt.fence.commit_epoch(state.id)
+    forgotten = {slot, *(s for s in history.ops if s.startswith(slot + "."))}
     ops: list[Op] = []
+    if epoch is not None:
+        ops += [Put(keys.op_key(state.id, s), run_head.tombstone(epoch)) for s in forgotten]
     for prefix in (
         keys.OP_PREFIX,
         keys.ATTEMPT_PREFIX,
@@ -303,6 +310,8 @@ def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
         keys.ASYNC_RESULT_PREFIX,
         keys.ACTIVITY_STARTED_PREFIX,
     ):
+        if prefix == keys.OP_PREFIX and epoch is not None:
+            continue
         ops += [
             Delete(Key(partition, sort)) for sort, _ in rt.storage.scan(partition, prefix + slot)
         ]

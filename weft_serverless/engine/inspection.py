@@ -22,6 +22,7 @@ from weft_serverless.codec import decode, jsonable
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
+from .ownership import HEAD_LAYOUT
 from .records import History, failed_attempts, load_history
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def stored_ownership_mode(storage: Storage) -> Mode:
     mode = decode(marker).get("mode")
     if mode == "lease":
         return "lease"
-    if mode == "workflow-lease":
+    if mode in ("workflow-lease", HEAD_LAYOUT):
         return "workflow-lease"
     return "none"
 

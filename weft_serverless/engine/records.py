@@ -21,6 +21,7 @@ from weft_serverless.codec import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put, Storage
 
+from . import run_head
 from .slot_table import SlotTable
 
 RUNNING = "running"
@@ -163,6 +164,12 @@ class History:
     # The owner epoch stored when the partition was read (workflow-lease): a drive compares it
     # with the claim it runs on before it runs anything (the read costs nothing extra).
     owner_epoch: bytes | None = None
+    # The run's head (workflow-lease, layout 2; None otherwise), the op items the reader rule
+    # voided (their bytes by slot: a write-out there must expect them), and the head's inline
+    # step when it is not written out yet (engine/run_head.py).
+    head: bytes | None = None
+    void_ops: dict[str, bytes] = field(default_factory=dict)
+    unwritten: run_head.Unwritten | None = None
     # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
     # deleted by the next drive (see engine/continuation.py).
     earlier: list[str] = field(default_factory=list)
@@ -267,9 +274,15 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             h.wake = decode_record(value, f"the wake-up of workflow {workflow_id!r}")["timer"]
         elif sort == keys.OWNER_EPOCH:
             h.owner_epoch = value
+        elif sort == keys.OWNER_HEAD:
+            h.head = value
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
+    if h.head is not None:
+        h.void_ops, h.unwritten = run_head.settle(h.head, h.ops, h.replayed)
+        if h.unwritten is not None and h.unwritten.expected is None:  # no item in the scan
+            slotted.append((keys.OP_PREFIX + h.unwritten.slot, h.unwritten.slot))
     if h.state.first_step > 0:
         _drop_earlier_runs(h, slotted)
     return h
@@ -291,6 +304,8 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
             del ref_table[ref]
     for sort in h.earlier:
         h.replayed.pop(sort, None)
+    if h.unwritten is not None and h.unwritten.slot in old:
+        h.unwritten = None  # an earlier run's step: set aside, never written out again
 
 
 def _family(prefix: str) -> str:

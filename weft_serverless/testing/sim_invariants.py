@@ -15,17 +15,16 @@ from collections.abc import Callable, Iterator
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.engine import Engine
-from weft_serverless.engine.ownership import unpack_epoch
 from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
+from weft_serverless.testing.sim_steps import StepLedger
 from weft_serverless.testing.sim_workload import COMMANDS, Where
 from weft_serverless.testing.sim_world import LATE_PASSES, RENEW, World
 
 Checker = Callable[[World], list[str]]
-OWNER_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)
 
 
 def _workflow_of(key: Key) -> str | None:
@@ -51,64 +50,18 @@ def unexpected_errors(world: World) -> list[str]:
 
 
 def steps_commit_once(world: World) -> list[str]:
-    """No committed write puts an op record that exists (a retry deletes the failed one)."""
-    live: set[Key] = set()
-    problems = []
-    for seq, entry in enumerate(world.journal):
-        if not entry.committed:
-            continue
-        for op in entry.ops:
-            if not op.key.sort.startswith(keys.OP_PREFIX):
-                continue
-            if isinstance(op, Put):
-                if op.key in live:
-                    problems.append(
-                        f"write {seq} by {entry.engine}: step {op.key.sort} of "
-                        f"{_workflow_of(op.key)} committed twice"
-                    )
-                live.add(op.key)
-            else:
-                live.discard(op.key)
-    return problems
+    """No step is committed twice (a retry forgets the failed one first): by an ``op#`` put
+    or, on a run with a head, by a head carrying a new inline step (sim_steps.py)."""
+    return StepLedger(fenced=False).walk(world.journal).twice
 
 
 def no_deposed_writes(world: World) -> list[str]:
-    """Under workflow-lease every owner record lands fenced on the current epoch, by its holder."""
+    """Under workflow-lease every step and owner record lands fenced on the current epoch, by
+    its holder; the unfenced write-out of a head's inline step lands only as the committed
+    step's own bytes, or as a record no reader counts."""
     if world.ownership != "workflow-lease":
         return []
-    epoch: dict[str, bytes | None] = {}
-    owner: dict[str, str | None] = {}
-    problems = []
-    for seq, entry in enumerate(world.journal):
-        if not entry.committed:
-            continue
-        for op in entry.ops:
-            wf = _workflow_of(op.key)
-            if wf is None or not isinstance(op, Put) or not op.key.sort.startswith(OWNER_PREFIXES):
-                continue
-            fence = next(
-                (c for c in entry.conditions if c.key == keys.owner_epoch_key(wf)),
-                None,
-            )
-            where = f"write {seq} by {entry.engine}: {op.key.sort} of {wf}"
-            if fence is None or fence.expected is None:
-                problems.append(f"{where} landed unfenced")
-            elif fence.expected != epoch.get(wf):
-                problems.append(
-                    f"{where} fenced on epoch {unpack_epoch(fence.expected)}, "
-                    f"current {unpack_epoch(epoch.get(wf))}"
-                )
-            elif owner.get(wf) != entry.engine:
-                problems.append(f"{where} landed while {owner.get(wf)} held the epoch")
-        for op in entry.ops:
-            wf = _workflow_of(op.key)
-            if wf is None:
-                continue
-            if op.key == keys.owner_epoch_key(wf):
-                epoch[wf] = op.value if isinstance(op, Put) else None
-            elif op.key == keys.owner_holder_key(wf):
-                owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
-    return problems
+    return StepLedger(fenced=True).walk(world.journal).deposed
 
 
 def terminal_runs_hold_no_claim(world: World) -> list[str]:

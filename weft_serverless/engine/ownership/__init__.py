@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .base import (
+    HEAD_LAYOUT,
     Drive,
     EngineDeposedError,
     Fragment,
@@ -27,6 +28,7 @@ from .store_lease import EngineLeaseLost, StoreLease
 from .workflow_lease import WorkflowLease
 
 __all__ = [
+    "HEAD_LAYOUT",
     "Drive",
     "EngineDeposedError",
     "EngineLeaseLost",

@@ -26,9 +26,14 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
 
 from ..clock_skew import ClockGuard
+from ..run_head import Unwritten
 from ..telemetry import Metrics
 
 Mode = Literal["none", "lease", "workflow-lease"]
+HEAD_LAYOUT = "workflow-lease@2"
+"""The marker of a workflow-lease store whose runs commit plain steps on their head (ADR
+0037). An engine that predates it refuses the store (its mode string differs), so no engine
+that cannot read a head ever drives a run that has one."""
 Verdict = Literal["drive", "retain", "collect"]
 Drive = Callable[[str, str], object]
 """Drives a workflow now (id, why); what maintenance hands ``Ownership.maintain``."""
@@ -149,7 +154,9 @@ class Ownership:
         """
         stored = read_marker(self.host)
         if stored is not None:
-            raise OwnershipModeMismatchError(self.mode, stored["mode"], stored["established_at"])
+            raise OwnershipModeMismatchError(
+                self.mode, marker_mode(stored["mode"]), stored["established_at"]
+            )
 
     def needs_claim(self, workflow_id: str) -> bool:
         """Whether driving this workflow here would first have to claim it (a write)."""
@@ -189,9 +196,31 @@ class Ownership:
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
         return "drive"
 
-    def confirm_history(self, workflow_id: str, owner_epoch: bytes | None) -> None:
-        """A drive read ``owner_epoch`` with the run's history: raise ``EngineDeposedError``
-        if it shows this engine no longer owns the run, before anything runs on that read."""
+    def confirm_history(
+        self,
+        workflow_id: str,
+        owner_epoch: bytes | None,
+        head: bytes | None = None,
+        unwritten: Unwritten | None = None,
+    ) -> None:
+        """A drive read ``owner_epoch`` (and the run's head, with the step it has still to
+        write out) with the run's history: raise ``EngineDeposedError`` if it shows this
+        engine no longer owns the run, before anything runs on that read."""
+
+    def commit_epoch(self, workflow_id: str) -> int | None:
+        """The epoch this engine commits ``workflow_id``'s steps on, when the run commits
+        plain steps on its head (its op records carry it); None otherwise."""
+        return None
+
+    def commit_on_head(
+        self, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+    ) -> bool:
+        """Commit a plain step as the run's new head; False when the head was not as this
+        claim left it. Only called when ``commit_epoch`` is not None."""
+        raise NotImplementedError(f"mode {self.mode!r} has no run heads")
+
+    def flush(self, workflow_id: str) -> None:
+        """Write out what a head commit left inline, before any other write of the run."""
 
     def before_activity(self, workflow_id: str) -> None:
         """An attempt of an activity is about to run in this engine's drive of
@@ -254,6 +283,10 @@ class ReadOnly(Ownership):
     def external_conditions(self) -> list[Condition]:
         return self.conditions("")
 
+    def commit_epoch(self, workflow_id: str) -> int | None:
+        self.conditions(workflow_id)  # refuses: this engine only reads
+        return None
+
     def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
         return Fragment(conditions=self.conditions(workflow_id))
 
@@ -283,8 +316,17 @@ def read_marker(host: OwnerHost) -> dict[str, Any] | None:
     return dict(decode_record(stored, "the store's ownership-mode marker"))
 
 
-def establish_mode(host: OwnerHost, mode: Mode) -> None:
-    """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS)."""
+def marker_mode(stored: object) -> str:
+    """The ownership mode a marker's ``mode`` names, whatever layout it adds."""
+    return "workflow-lease" if stored == HEAD_LAYOUT else str(stored)
+
+
+def establish_mode(host: OwnerHost, mode: Mode) -> str:
+    """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS).
+
+    Returns the marker's mode as stored: a workflow-lease store is ``HEAD_LAYOUT`` when this
+    release set it up, or plain ``workflow-lease`` when an earlier one did (its runs then
+    keep committing as that release did, so engines of both releases may share it)."""
     if not host.storage.capabilities().conditional_batch:
         raise ConfigurationError(
             f"ownership={mode!r} needs a storage with conditional batches; "
@@ -294,11 +336,14 @@ def establish_mode(host: OwnerHost, mode: Mode) -> None:
     for _ in range(5):
         record = read_marker(host)
         if record is None:
-            marker = encode({"mode": mode, "established_at": host.now()})
+            stored = HEAD_LAYOUT if mode == "workflow-lease" else mode
+            marker = encode({"mode": stored, "established_at": host.now()})
             if host.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
-                return
+                return stored
             continue
-        if record["mode"] != mode:
-            raise OwnershipModeMismatchError(mode, record["mode"], record["established_at"])
-        return
+        if marker_mode(record["mode"]) != mode:
+            raise OwnershipModeMismatchError(
+                mode, marker_mode(record["mode"]), record["established_at"]
+            )
+        return str(record["mode"])
     raise StorageError("could not establish the ownership-mode marker; try again")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from weft_serverless.codec import encode
 from weft_serverless.errors import WorkflowClaimLost
@@ -17,6 +18,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
 from ..records import WorkflowState
+from ..run_head import Head, Unwritten, fresh_head
 from ..telemetry import warn
 from .base import Fragment, OwnerHost, Ownership, Timing, pack_epoch, unpack_epoch
 
@@ -31,7 +33,9 @@ class Claim:
     ``holder_bytes`` (renewal on a heartbeat or background thread, the wake check, release),
     so the bytes remembered here always equal the bytes stored while the claim is registered.
     ``landed`` is False while the batch that acquires the claim (a start or resume) has not
-    committed yet: there is no stored holder to renew until it has.
+    committed yet: there is no stored holder to renew until it has. ``head`` is the run's head
+    as this claim last wrote it (None: the run has none and commits as before, ADR 0037), and
+    ``unwritten`` the inline step this claim still has to write out.
     """
 
     epoch_bytes: bytes
@@ -41,7 +45,34 @@ class Claim:
     driving: bool = False
     landed: bool = False
     awaiting: frozenset[str] = frozenset()
+    head: bytes | None = None
+    unwritten: Unwritten | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Serialises the head and its write-out (a heartbeat's commit flushes from its thread).
+    writes: threading.Lock = field(default_factory=threading.Lock)
+
+
+class OwnerRecords(NamedTuple):
+    """A run's stored owner records, as one read of its ``owner#`` items found them."""
+
+    epoch: bytes | None
+    holder: bytes | None
+    head: bytes | None
+
+
+def rotation(workflow_id: str, owner: OwnerRecords) -> tuple[list[Condition], list[Op]]:
+    """Epoch + 1 on the records read: the epoch item, and the head with its newest step
+    carried over when the run has one. Every claim and every fencing-out goes through here,
+    so no head is ever left on an epoch its run has moved past."""
+    epoch = unpack_epoch(owner.epoch) + 1
+    epoch_key = keys.owner_epoch_key(workflow_id)
+    conditions = [Condition(epoch_key, owner.epoch)]
+    ops: list[Op] = [Put(epoch_key, pack_epoch(epoch))]
+    if owner.head is not None:
+        head_key = keys.owner_head_key(workflow_id)
+        conditions.append(Condition(head_key, owner.head))
+        ops.append(Put(head_key, Head.from_bytes(owner.head).rotated(epoch)))
+    return conditions, ops
 
 
 class ClaimRegistry(Ownership):
@@ -50,6 +81,7 @@ class ClaimRegistry(Ownership):
     def __init__(self, host: OwnerHost, timing: Timing) -> None:
         super().__init__(host)
         self.timing = timing
+        self.heads = False  # new runs get a head: the store's marker says layout 2 (bootstrap)
         self.claims: dict[str, Claim] = {}
         self._cooldown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
@@ -72,45 +104,57 @@ class ClaimRegistry(Ownership):
     def _claim_fragment(
         self,
         workflow_id: str,
-        epoch_bytes: bytes | None,
-        holder_bytes: bytes | None,
+        owner: OwnerRecords,
         state_bytes: bytes | None = None,
+        *,
+        starting: bool = False,
     ) -> tuple[Fragment, Claim]:
         """Acquire (holder absent) or take over (holder stale): epoch := read + 1.
 
         ``state_bytes`` (the running state just read) makes the claim conditional on the run
         not having changed status since, so no claim can land on a run that ended meanwhile
         (a terminal run holds no claim). Lifecycle batches pass none: they condition on the
-        state themselves.
+        state themselves. ``starting``: the batch starts the run, which gets a fresh head on
+        a store of layout 2 (any head left by a purged run of the id is replaced: the epoch
+        condition already fences its writers out).
         """
-        new_epoch = pack_epoch(unpack_epoch(epoch_bytes) + 1)
-        holder, expires = self._holder(unpack_epoch(new_epoch))
+        conditions, ops = rotation(
+            workflow_id, owner._replace(head=None if starting else owner.head)
+        )
+        new_epoch = unpack_epoch(owner.epoch) + 1
+        head = None
+        if starting and self.heads:
+            head = fresh_head(new_epoch)
+            ops.append(Put(keys.owner_head_key(workflow_id), head))
+        elif owner.head is not None:
+            head = Head.from_bytes(owner.head).rotated(new_epoch)
+        holder, expires = self._holder(new_epoch)
         state_fence = (
             [] if state_bytes is None else [Condition(keys.state_key(workflow_id), state_bytes)]
         )
         fragment = Fragment(
             conditions=[
-                Condition(keys.owner_holder_key(workflow_id), holder_bytes),
-                Condition(keys.owner_epoch_key(workflow_id), epoch_bytes),
+                Condition(keys.owner_holder_key(workflow_id), owner.holder),
+                *conditions,
                 *state_fence,
             ],
             ops=[
-                Put(keys.owner_epoch_key(workflow_id), new_epoch),
+                *ops,
                 Put(keys.owner_holder_key(workflow_id), holder),
                 Put(keys.claim_index_key(workflow_id), encode({"e": self.host.engine_id})),
             ],
         )
-        return fragment, Claim(new_epoch, holder, expires, self.host.now())
+        claim = Claim(pack_epoch(new_epoch), holder, expires, self.host.now(), head=head)
+        return fragment, claim
 
     def _try_claim(
         self,
         workflow_id: str,
-        epoch_bytes: bytes | None,
-        holder_bytes: bytes | None,
+        owner: OwnerRecords,
         outcome: str,
         state_bytes: bytes | None,
     ) -> bool:
-        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes, state_bytes)
+        fragment, claim = self._claim_fragment(workflow_id, owner, state_bytes)
         if not self.host.storage.conditional_batch(fragment.conditions, fragment.ops):
             self.host.metrics.incr("claim_attempts.lost_race")
             return False
@@ -121,9 +165,11 @@ class ClaimRegistry(Ownership):
         self.host.metrics.incr(f"claim_attempts.{outcome}")
         return True
 
-    def _read_owner(self, workflow_id: str) -> tuple[bytes | None, bytes | None]:
+    def _read_owner(self, workflow_id: str) -> OwnerRecords:
         found = dict(self.host.storage.scan(keys.workflow_partition(workflow_id), "owner#"))
-        return found.get(keys.OWNER_EPOCH), found.get(keys.OWNER_HOLDER)
+        return OwnerRecords(
+            found.get(keys.OWNER_EPOCH), found.get(keys.OWNER_HOLDER), found.get(keys.OWNER_HEAD)
+        )
 
     def _status(self, workflow_id: str) -> WorkflowState | None:
         data = self.host.storage.get(keys.state_key(workflow_id))

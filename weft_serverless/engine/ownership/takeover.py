@@ -14,8 +14,8 @@ from weft_serverless.storage.base import Condition, Delete, Op, Put
 
 from ..records import RUNNING, WorkflowState
 from ..telemetry import skip_unsupported
-from .base import Drive, pack_epoch, unpack_epoch
-from .claims import Claim, ClaimRegistry, release_ops
+from .base import Drive
+from .claims import Claim, ClaimRegistry, OwnerRecords, release_ops, rotation
 
 TAKEOVER_GRACE_MULTIPLIER = 2
 TAKEOVER_MAX_ATTEMPTS = 5
@@ -106,11 +106,11 @@ class Takeover(ClaimRegistry):
         cleaned up instead (``_clean_up``), never claimed again pass after pass.
         """
         for _ in range(TAKEOVER_MAX_ATTEMPTS):
-            epoch_bytes, holder_bytes = self._read_owner(workflow_id)
-            if holder_bytes is None:
+            owner = self._read_owner(workflow_id)
+            if owner.holder is None:
                 outcome = "acquired"
             else:
-                if not self._open_to_takeover(decode(holder_bytes), now):
+                if not self._open_to_takeover(decode(owner.holder), now):
                     return False
                 if not self.host.clock_guard.allows_takeover(f"workflow {workflow_id!r}", now):
                     return False
@@ -118,12 +118,12 @@ class Takeover(ClaimRegistry):
             state_bytes = self.host.storage.get(keys.state_key(workflow_id))
             state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
             if state is None or state.status != RUNNING:
-                if self._clean_up(workflow_id, epoch_bytes, holder_bytes, state_bytes):
+                if self._clean_up(workflow_id, owner, state_bytes):
                     return False
                 continue
             if state.type not in self.host.workflow_types:
                 return False  # left to an engine that can run it, as a wake leaves it
-            if self._try_claim(workflow_id, epoch_bytes, holder_bytes, outcome, state_bytes):
+            if self._try_claim(workflow_id, owner, outcome, state_bytes):
                 return True
         return False
 
@@ -132,13 +132,7 @@ class Takeover(ClaimRegistry):
         expired_at = holder["expires_at"] + TAKEOVER_GRACE_MULTIPLIER * self.renew_interval
         return bool(expired_at < now)
 
-    def _clean_up(
-        self,
-        workflow_id: str,
-        epoch_bytes: bytes | None,
-        holder_bytes: bytes | None,
-        state_bytes: bytes | None,
-    ) -> bool:
+    def _clean_up(self, workflow_id: str, owner: OwnerRecords, state_bytes: bytes | None) -> bool:
         """Remove the claim records of a run that is not running, on the bytes just read.
 
         A stored holder is deleted with epoch + 1, so whoever wrote it is fenced out exactly as
@@ -147,20 +141,17 @@ class Takeover(ClaimRegistry):
         """
         index = keys.claim_index_key(workflow_id)
         conditions = [
-            Condition(keys.owner_holder_key(workflow_id), holder_bytes),
+            Condition(keys.owner_holder_key(workflow_id), owner.holder),
             Condition(keys.state_key(workflow_id), state_bytes),
         ]
         ops: list[Op] = [Delete(index)]
-        if holder_bytes is not None:
-            epoch_key = keys.owner_epoch_key(workflow_id)
-            conditions.append(Condition(epoch_key, epoch_bytes))
-            ops = [
-                Put(epoch_key, pack_epoch(unpack_epoch(epoch_bytes) + 1)),
-                *release_ops(workflow_id),
-            ]
+        if owner.holder is not None:
+            fence, ops = rotation(workflow_id, owner)
+            conditions += fence
+            ops += release_ops(workflow_id)
         if not self.host.storage.conditional_batch(conditions, ops):
             return False
-        if holder_bytes is not None:
+        if owner.holder is not None:
             self.host.metrics.incr("claims_cleaned_up")
         return True
 

@@ -22,18 +22,19 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
 from ..records import RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from ..run_head import FENCE_EPOCH, Head, Unwritten
 from ..telemetry import warn
 from .base import (
+    HEAD_LAYOUT,
     EngineDeposedError,
     Fragment,
     Mode,
     Verdict,
     establish_mode,
-    pack_epoch,
     stored_owner,
     unpack_epoch,
 )
-from .claims import release_ops
+from .claims import OwnerRecords, release_ops, rotation
 from .takeover import Takeover
 
 
@@ -41,7 +42,7 @@ class WorkflowLease(Takeover):
     mode: Mode = "workflow-lease"
 
     def bootstrap(self) -> None:
-        establish_mode(self.host, self.mode)
+        self.heads = establish_mode(self.host, self.mode) == HEAD_LAYOUT
 
     def needs_claim(self, workflow_id: str) -> bool:
         return workflow_id not in self.claims
@@ -52,7 +53,13 @@ class WorkflowLease(Takeover):
             raise EngineDeposedError(workflow_id)
         return [Condition(keys.owner_epoch_key(workflow_id), claim.epoch_bytes)]
 
-    def confirm_history(self, workflow_id: str, owner_epoch: bytes | None) -> None:
+    def confirm_history(
+        self,
+        workflow_id: str,
+        owner_epoch: bytes | None,
+        head: bytes | None = None,
+        unwritten: Unwritten | None = None,
+    ) -> None:
         """The epoch read with the history must be this claim's own.
 
         The wake check proves ownership when the drive was decided; the history is read after
@@ -64,6 +71,67 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None or owner_epoch != claim.epoch_bytes:
             raise EngineDeposedError(workflow_id)
+        if head is not None:
+            # Read with the epoch that is ours: only this claim writes a head on it, so this
+            # is the head it last wrote (after a lost reply, the one that landed).
+            if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
+                raise EngineDeposedError(workflow_id)
+            with claim.writes:
+                claim.head, claim.unwritten = head, unwritten
+
+    def commit_epoch(self, workflow_id: str) -> int | None:
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            raise EngineDeposedError(workflow_id)
+        return None if claim.head is None else unpack_epoch(claim.epoch_bytes)
+
+    def commit_on_head(
+        self, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+    ) -> bool:
+        """One conditional put of the head, carrying the step inline, after the previous
+        inline step is written out: the step's whole commit (ADR 0037)."""
+        claim = self.claims.get(workflow_id)
+        if claim is None or claim.head is None:
+            raise EngineDeposedError(workflow_id)
+        self.flush(workflow_id)
+        key = keys.owner_head_key(workflow_id)
+        with claim.writes:
+            new = Head.from_bytes(claim.head).with_step(slot, record)
+            if not self.host.storage.conditional_batch(
+                [Condition(key, claim.head)], [Put(key, new)]
+            ):
+                return False
+            claim.head, claim.unwritten = new, Unwritten(slot, record, expected)
+        return True
+
+    def flush(self, workflow_id: str) -> None:
+        """Write the inline step out to its own item, before anything else is written: a
+        slot is put on what it held when read, so a write-out never replaces a newer item
+        (a tombstone, or a later owner's copy); the same bytes already there are success."""
+        claim = self.claims.get(workflow_id)
+        if claim is None or claim.unwritten is None:
+            return
+        with claim.writes:
+            step = claim.unwritten
+            if step is None:
+                return
+            key = keys.op_key(workflow_id, step.slot)
+            expected = step.expected
+            for _ in range(WRITE_OUT_ATTEMPTS):
+                if self.host.storage.conditional_batch(
+                    [Condition(key, expected)], [Put(key, step.record)]
+                ):
+                    break
+                found = self.host.storage.get(key)
+                if found == step.record or (found is not None and _newer(found, step)):
+                    break
+                expected = found
+            else:
+                raise StorageError(
+                    f"step {step.slot} of workflow {workflow_id!r} could not be written out "
+                    "(its slot kept changing); the next drive writes it out again"
+                )
+            claim.unwritten = None
 
     def before_activity(self, workflow_id: str) -> None:
         """Run an activity only on a claim this engine's clock says is live.
@@ -94,7 +162,8 @@ class WorkflowLease(Takeover):
             raise EngineDeposedError(workflow_id)
 
     def start_fragment(self, workflow_id: str, epoch: bytes | None = None) -> Fragment:
-        fragment, claim = self._claim_fragment(workflow_id, epoch, None)
+        owner = OwnerRecords(epoch, None, None)
+        fragment, claim = self._claim_fragment(workflow_id, owner, starting=True)
         self.host.metrics.incr("claim_attempts.acquired")  # undone by forget_start if refused
         with self._lock:
             self.claims[workflow_id] = claim
@@ -129,21 +198,16 @@ class WorkflowLease(Takeover):
 
     def rotate_fragment(self, workflow_id: str) -> Fragment:
         """External terminal transition: epoch + 1 so a still-running owner is fenced out."""
-        epoch_key = keys.owner_epoch_key(workflow_id)
-        read = self.host.storage.get(epoch_key)
+        conditions, ops = rotation(workflow_id, self._read_owner(workflow_id))
         self._drop(workflow_id)
-        return Fragment(
-            conditions=[Condition(epoch_key, read)],
-            ops=[Put(epoch_key, pack_epoch(unpack_epoch(read) + 1)), *release_ops(workflow_id)],
-        )
+        return Fragment(conditions=conditions, ops=[*ops, *release_ops(workflow_id)])
 
     def resume_fragment(self, workflow_id: str) -> Fragment:
         """Claim folded into a move back to running from a status no engine may hold a claim
         in (pending, suspended, failed; the batch conditions on that state): whatever holder
         is stored is a leftover, so the claim replaces it on the bytes read, and epoch + 1
         fences out whoever wrote it. A leftover can therefore never block the transition."""
-        epoch_bytes, holder_bytes = self._read_owner(workflow_id)
-        fragment, claim = self._claim_fragment(workflow_id, epoch_bytes, holder_bytes)
+        fragment, claim = self._claim_fragment(workflow_id, self._read_owner(workflow_id))
         with self._lock:
             self.claims[workflow_id] = claim
         return fragment
@@ -176,15 +240,13 @@ class WorkflowLease(Takeover):
             return "collect"
         if state.type not in self.host.workflow_types:
             return "retain"  # an engine that cannot run this type must not claim it
-        epoch_bytes, holder_bytes = self._read_owner(workflow_id)
-        if holder_bytes is None and self._try_claim(
-            workflow_id, epoch_bytes, None, "acquired", state_bytes
-        ):
+        owner = self._read_owner(workflow_id)
+        if owner.holder is None and self._try_claim(workflow_id, owner, "acquired", state_bytes):
             self.claims[workflow_id].driving = True
             return "drive"
-        if holder_bytes is None:  # lost the acquire: the run may have ended meanwhile
+        if owner.holder is None:  # lost the acquire: the run may have ended meanwhile
             state = self._status(workflow_id)
-        verdict = self._retain_or_collect(workflow_id, state, holder_bytes, explicit)
+        verdict = self._retain_or_collect(workflow_id, state, owner.holder, explicit)
         if verdict == "retain":
             warn(
                 WorkflowWakeDiscarded,
@@ -262,3 +324,13 @@ class WorkflowLease(Takeover):
 
     def owner_of(self, workflow_id: str) -> dict[str, object] | None:
         return stored_owner(self.host.storage, workflow_id)
+
+
+WRITE_OUT_ATTEMPTS = 3
+
+
+def _newer(found: bytes, step: Unwritten) -> bool:
+    """The slot holds a record or tombstone stamped after the step: the step was forgotten
+    (a retry) and, perhaps, committed again since; either way it is not ours to write."""
+    stamped = decode(found).get(FENCE_EPOCH)
+    return stamped is not None and int(stamped) > step.epoch

@@ -21,12 +21,16 @@ from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from .. import history_limit, timers, wakeups
-from ..commit import commit, commit_cleanup, commit_step
+from ..commit import cleanup_chunks, commit, commit_cleanup, commit_on_head, commit_step
 from ..outcomes import Done, Outcome
 from ..records import History
+from ..run_head import FENCE_EPOCH
 from ..runtime import Runtime, logger
 
 _deferrals = itertools.count()
+INLINE = 16 * 1024
+"""The largest op record committed inline in the run's head; a larger one is a transaction
+(inline, it would be paid for twice at its size on every later read of the head)."""
 
 
 class StepScope(ABC):
@@ -82,10 +86,20 @@ class StepScope(ABC):
         """Write a finished step's op record together with its effects."""
         history_limit.check(self.history, self.definition)
         record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
+        epoch = self.rt.fence.commit_epoch(self.workflow_id)
+        if epoch is not None:
+            record[FENCE_EPOCH] = epoch
         key = keys.op_key(self.workflow_id, slot)
-        conditions = [Condition(key, None), *done.conditions]
-        ops: list[Op] = [Put(key, encode(record)), *done.ops]
-        left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
+        value = encode(record)
+        ops: list[Op] = [Put(key, value), *done.ops]
+        expected = self.history.void_ops.get(slot)  # a tombstone or a void item, or nothing
+        if epoch is not None and not done.ops and not done.conditions and len(value) <= INLINE:
+            commit_on_head(self.rt, self.workflow_id, slot, value, expected)
+            left = cleanup_chunks(self.rt, self.workflow_id, done.cleanup)
+        else:
+            conditions = [Condition(key, expected), *done.conditions]
+            left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
+        self.history.void_ops.pop(slot, None)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
         self.history.note(ops)

@@ -23,6 +23,7 @@ ACTIVITY_STARTED_PREFIX = "actrec#"
 HEARTBEAT_PREFIX = "hb#"
 OWNER_EPOCH = "owner#epoch"
 OWNER_HOLDER = "owner#holder"
+OWNER_HEAD = "owner#head"
 WAKE = "wake"
 
 
@@ -126,6 +127,11 @@ def owner_epoch_key(workflow_id: str) -> Key:
 
 def owner_holder_key(workflow_id: str) -> Key:
     return Key(workflow_partition(workflow_id), OWNER_HOLDER)
+
+
+def owner_head_key(workflow_id: str) -> Key:
+    """The run's head under workflow-lease: its epoch and newest step (ADR 0037)."""
+    return Key(workflow_partition(workflow_id), OWNER_HEAD)
 
 
 def wake_key(workflow_id: str) -> Key:

@@ -1,0 +1,122 @@
+"""The run's head under workflow-lease: the fence a plain step commits on in one write.
+
+A run started on a store of layout 2 (``workflow-lease@2``) has a head item beside its owner
+epoch: ``{e: epoch, f: floor, s: slot, r: record}``. A forward step is one conditional put of
+the head, on the bytes its owner last wrote, carrying the step's op record inline; the
+previous inline record is first written out to its own ``op#`` item on condition that the
+slot is as the owner last read it (ADR 0037). Every claim and rotation rewrites the head
+with the epoch, so a deposed owner's head put can never land.
+
+A write-out is the one write a deposed owner can still land, and only of a step that was
+committed. Two marks keep it from counting where it must not:
+
+* a **tombstone** (``{tomb, fe}``) replaces an op record that ``retry`` forgets, stamped with
+  the epoch of the claim that forgot it: a late write-out of the old step finds the slot
+  taken, and the inline copy an older head still holds is older than the tombstone;
+* the **floor** is the epoch the run started on: an op item stamped below it was written out
+  by an owner of an earlier run of the same id (purged since), and counts for nothing.
+
+``settle`` is the one reader rule; ``records.load_history`` applies it to every partition
+read, so replay, inspection, events and the history limit all see the same steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from weft_serverless.codec import decode, encode
+from weft_serverless.storage import keys
+
+FENCE_EPOCH = "fe"
+"""The epoch an op record was committed on, stamped in records committed on a head."""
+TOMBSTONE = "tomb"
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    epoch: int
+    floor: int
+    slot: str | None = None
+    record: bytes | None = None
+
+    def to_bytes(self) -> bytes:
+        fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
+        if self.slot is not None and self.record is not None:
+            fields["s"], fields["r"] = self.slot, self.record
+        return encode(fields)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Head:
+        raw = decode(data)
+        return cls(int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"))
+
+    def rotated(self, epoch: int) -> bytes:
+        """This head under a new claim: the newest step travels with it, unwritten or not."""
+        return Head(epoch, self.floor, self.slot, self.record).to_bytes()
+
+    def with_step(self, slot: str, record: bytes) -> bytes:
+        return Head(self.epoch, self.floor, slot, record).to_bytes()
+
+
+def fresh_head(epoch: int) -> bytes:
+    """The head a run starts with: its floor is the epoch it starts on."""
+    return Head(epoch, epoch).to_bytes()
+
+
+def tombstone(epoch: int) -> bytes:
+    return encode({TOMBSTONE: True, FENCE_EPOCH: epoch})
+
+
+@dataclass(frozen=True, slots=True)
+class Unwritten:
+    """The head's inline step, not (yet) in its own item: the owner writes it out before its
+    next write. ``expected`` is what the slot held when read (None: nothing)."""
+
+    slot: str
+    record: bytes
+    expected: bytes | None
+
+    @property
+    def epoch(self) -> int:
+        return int(decode(self.record).get(FENCE_EPOCH, 0))
+
+
+def is_void(record: dict[str, Any], floor: int) -> bool:
+    """A tombstone, or a record written out by an owner of an earlier run of this id."""
+    if record.get(TOMBSTONE):
+        return True
+    stamped = record.get(FENCE_EPOCH)
+    return stamped is not None and int(stamped) < floor
+
+
+def settle(
+    head_bytes: bytes, ops: dict[str, dict[str, Any]], replayed: dict[str, bytes]
+) -> tuple[dict[str, bytes], Unwritten | None]:
+    """Apply the reader rule to a partition's op records (``ops`` by slot, their bytes in
+    ``replayed`` by sort key); returns the void items' bytes by slot, and the inline step
+    when it still has to be written out."""
+    head = Head.from_bytes(head_bytes)
+    void: dict[str, bytes] = {}
+    for slot in [slot for slot, record in ops.items() if is_void(record, head.floor)]:
+        del ops[slot]
+        void[slot] = replayed.pop(keys.OP_PREFIX + slot)
+    if head.slot is None or head.record is None:
+        return void, None
+    record = decode(head.record)
+    shadow = void.get(head.slot)
+    if shadow is not None and _outranks(decode(shadow), record):
+        return void, None  # forgotten by a retry after this head's step was committed
+    sort = keys.OP_PREFIX + head.slot
+    stored = replayed.get(sort)
+    ops[head.slot] = record
+    replayed[sort] = head.record
+    if stored == head.record:
+        return void, None
+    return void, Unwritten(head.slot, head.record, stored if stored is not None else shadow)
+
+
+def _outranks(tomb: dict[str, Any], record: dict[str, Any]) -> bool:
+    return bool(tomb.get(TOMBSTONE)) and int(tomb.get(FENCE_EPOCH, 0)) > int(
+        record.get(FENCE_EPOCH, 0)
+    )

@@ -1,0 +1,134 @@
+"""The step ledger the simulator's journal checks share: which writes commit a step.
+
+A step is committed by a batch that puts its ``op#`` record fenced on the owner epoch, or,
+on a run with a head (ADR 0037), by a head put that carries a new inline step. A write-out
+of an inline step puts a record committed already; a tombstone forgets one. The ledger walks
+every landed write in order and files what breaks the rules: a step committed twice, a
+commit by an engine that did not hold the run's epoch, or an ``op#`` item that lands and
+that a reader would count although no commit made it (the one kind of write a deposed owner
+can still land must be one no reader counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from weft_serverless.codec import decode
+from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head, is_void
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Key, Op, Put
+from weft_serverless.testing.sim_records import JournalEntry
+
+OWNER_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)
+
+
+def workflow_of(key: Key) -> str | None:
+    if key.partition.startswith("wf#"):
+        return keys.dec(key.partition[3:])
+    return None
+
+
+@dataclass
+class StepLedger:
+    """Replays the journal; ``twice`` and ``deposed`` hold the problems, one line each."""
+
+    fenced: bool
+    live: dict[Key, bytes] = field(default_factory=dict)
+    epoch: dict[str, bytes | None] = field(default_factory=dict)
+    owner: dict[str, str | None] = field(default_factory=dict)
+    head: dict[str, Head | None] = field(default_factory=dict)
+    twice: list[str] = field(default_factory=list)
+    deposed: list[str] = field(default_factory=list)
+
+    def walk(self, journal: Sequence[JournalEntry]) -> StepLedger:
+        for seq, entry in enumerate(journal):
+            if entry.committed:
+                self._entry(seq, entry)
+        return self
+
+    def _entry(self, seq: int, entry: JournalEntry) -> None:
+        for op in entry.ops:
+            wf = workflow_of(op.key)
+            if wf is None:
+                continue
+            where = f"write {seq} by {entry.engine}: {op.key.sort} of {wf}"
+            if op.key == keys.owner_head_key(wf):
+                self._head(where, wf, op, entry)
+            elif op.key.sort.startswith(keys.OP_PREFIX):
+                self._op(where, wf, op, entry)
+            elif isinstance(op, Put) and op.key.sort.startswith(OWNER_PREFIXES):
+                self._check_fence(where, wf, entry)
+        for op in entry.ops:
+            wf = workflow_of(op.key)
+            if wf is None:
+                continue
+            if op.key == keys.owner_epoch_key(wf):
+                self.epoch[wf] = op.value if isinstance(op, Put) else None
+            elif op.key == keys.owner_holder_key(wf):
+                self.owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
+
+    def _head(self, where: str, wf: str, op: Op, entry: JournalEntry) -> None:
+        before = self.head.get(wf)
+        after = Head.from_bytes(op.value) if isinstance(op, Put) else None
+        self.head[wf] = after
+        if after is None or after.slot is None or after.record is None:
+            return
+        if before is not None and (before.slot, before.record) == (after.slot, after.record):
+            return  # carried over by a claim or a rotation: no new step
+        key = keys.op_key(wf, after.slot)
+        if key in self.live:
+            self.twice.append(f"{where}: step {key.sort} committed twice")
+        self.live[key] = after.record
+        if self.fenced and (
+            after.epoch != unpack_epoch(self.epoch.get(wf)) or self.owner.get(wf) != entry.engine
+        ):
+            self.deposed.append(
+                f"{where}: head step on epoch {after.epoch}, current "
+                f"{unpack_epoch(self.epoch.get(wf))} held by {self.owner.get(wf)}"
+            )
+
+    def _op(self, where: str, wf: str, op: Op, entry: JournalEntry) -> None:
+        if not isinstance(op, Put):
+            self.live.pop(op.key, None)
+            return
+        record = decode(op.value)
+        if isinstance(record, dict) and record.get(TOMBSTONE):
+            self.live.pop(op.key, None)  # forgotten by a retry, in its fenced batch
+            return
+        fence_key = keys.owner_epoch_key(wf)
+        stamped = isinstance(record, dict) and FENCE_EPOCH in record
+        if stamped and not any(c.key == fence_key for c in entry.conditions):
+            self._write_out(where, wf, op, record)
+            return
+        if op.key in self.live:
+            self.twice.append(f"{where}: step {op.key.sort} committed twice")
+        self.live[op.key] = op.value
+        self._check_fence(where, wf, entry)
+
+    def _write_out(self, where: str, wf: str, op: Put, record: object) -> None:
+        """An unfenced put of a step: harmless only as the committed step's own bytes, or
+        as a record no reader counts (stamped below the run's floor)."""
+        if self.live.get(op.key) == op.value:
+            return
+        head = self.head.get(wf)
+        if head is None:
+            return  # no run holds the id (purged): the next run's floor is above this stamp
+        if isinstance(record, dict) and is_void(record, head.floor):
+            return
+        self.deposed.append(f"{where}: written out but never committed")
+
+    def _check_fence(self, where: str, wf: str, entry: JournalEntry) -> None:
+        if not self.fenced:
+            return
+        fence = next((c for c in entry.conditions if c.key == keys.owner_epoch_key(wf)), None)
+        if fence is None or fence.expected is None:
+            self.deposed.append(f"{where} landed unfenced")
+        elif fence.expected != self.epoch.get(wf):
+            self.deposed.append(
+                f"{where} fenced on epoch {unpack_epoch(fence.expected)}, "
+                f"current {unpack_epoch(self.epoch.get(wf))}"
+            )
+        elif self.owner.get(wf) != entry.engine:
+            self.deposed.append(f"{where} landed while {self.owner.get(wf)} held the epoch")
