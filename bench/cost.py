@@ -1,9 +1,19 @@
 """DynamoDB cost per workflow step, measured on moto with the adapter's request-unit meter.
 
-Prints, for a sequential workflow whose steps each return 1 KB, the requests, write units and
-read units per step while the workflow moves forward (the marginal cost of one more step,
-from runs of two lengths), the fixed cost of a whole run (start, steps, finish), and dollars
-per million steps at on-demand list price. Run: ``python bench/cost.py``.
+Prints, for sequential workflows whose steps each return 100 B, 700 B or 4 KB, under
+``ownership="none"`` and ``"workflow-lease"``: the requests, write units and read units per
+step while the workflow moves forward (the marginal cost of one more step, from runs of two
+lengths), the capacity units per step (write and read together), the whole run's cost
+(start, steps, finish), and dollars per million steps at on-demand list price.
+Run: ``python bench/cost.py``.
+
+The meter's rules (``weft_serverless/storage/dynamodb_meter.py``, DynamoDB's published ones):
+a standard write costs ceil(item bytes / 1 KB) write units, at least 1; a strongly consistent
+read ceil(bytes / 4 KB) read units, at least 1; every action of ``TransactWriteItems`` costs
+twice that (a ``ConditionCheck`` as a read of its item, billed as read units x 2; if AWS
+bills it as a write instead, the transaction costs more, never less); a conditional write
+refused by its condition is billed as the write it refused; ``BatchWriteItem`` deletes cost
+one write unit each. Item bytes count every attribute name and value (key, value, digest).
 """
 
 from __future__ import annotations
@@ -20,35 +30,38 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from weft_serverless import Engine, workflow
 
-PAYLOAD = "x" * 1000
+SIZES = (100, 700, 4096)
 SHORT, LONG = 10, 30
-
-
-def one_kb(step: int) -> str:
-    return PAYLOAD
 
 
 def sequential(ctx, steps):  # type: ignore[no-untyped-def]
     for step in range(steps):
-        yield ctx.run("one_kb", step)
+        yield ctx.run("payload", step)
     return steps
 
 
-DEFINITION = workflow("sequential").activities(one_kb=one_kb).execute(sequential)
+def definition(size: int):  # type: ignore[no-untyped-def]
+    """Each step's result is ``size`` bytes once encoded (a bytes value of that length)."""
+    body = b"x" * size
+
+    def payload(step: int) -> bytes:
+        return body
+
+    return workflow("sequential").activities(payload=payload).execute(sequential)
 
 
-def measure(ownership: str, steps: int, run: int):  # type: ignore[no-untyped-def]
+def measure(ownership: str, size: int, steps: int, run: int):  # type: ignore[no-untyped-def]
     import boto3
 
     from weft_serverless.storage.dynamodb import DynamoDBStorage, create_table
 
     client = boto3.client("dynamodb", region_name="us-east-1")
-    table = f"weft-cost-{ownership}-{steps}-{run}"
+    table = f"weft-cost-{ownership}-{size}-{steps}-{run}"
     create_table(client, table)
     storage = DynamoDBStorage(table, client=client)
     engine = Engine.create(
         storage,
-        {"sequential": DEFINITION},
+        {"sequential": definition(size)},
         ownership=ownership,  # type: ignore[arg-type]
         background_tasks="manual",
         recover=False,
@@ -67,31 +80,35 @@ def main() -> None:
 
     from weft_serverless.storage.dynamodb_meter import READ_UNIT_PRICE_USD, WRITE_UNIT_PRICE_USD
 
-    print(f"DynamoDB on moto: sequential workflow, each step returns {len(PAYLOAD)} bytes")
+    print("DynamoDB on moto: sequential workflows; a forward step's marginal cost")
     print(
         f"prices: ${WRITE_UNIT_PRICE_USD * 1e6:.3f} per million write units, "
         f"${READ_UNIT_PRICE_USD * 1e6:.3f} per million read units (on-demand)"
     )
     header = (
-        f"{'ownership':<15}{'req/step':>9}{'WRU/step':>9}{'RRU/step':>9}"
-        f"{'$/M steps':>11}   {'whole run of ' + str(LONG) + ' steps: req, WRU, RRU':<34}"
+        f"{'ownership':<15}{'result':>7}{'req/step':>9}{'WRU/step':>9}{'RRU/step':>9}"
+        f"{'CU/step':>8}{'$/M steps':>11}   {'whole run of ' + str(LONG) + ' steps: req, WRU, RRU'}"
     )
     print(header)
     with mock_aws():
         for ownership in ("none", "workflow-lease"):
-            short = measure(ownership, SHORT, 0)
-            long = measure(ownership, LONG, 1)
-            delta = long - short
-            n = LONG - SHORT
-            req, wru, rru = delta.requests / n, delta.write_units / n, delta.read_units / n
-            dollars = (wru * WRITE_UNIT_PRICE_USD + rru * READ_UNIT_PRICE_USD) * 1e6
-            whole = f"{long.requests}, {long.write_units}, {long.read_units}"
-            print(f"{ownership:<15}{req:>9.2f}{wru:>9.2f}{rru:>9.2f}{dollars:>11.2f}   {whole}")
-            ops = ", ".join(
-                f"{name} {totals.requests / n:.2f}"
-                for name, totals in sorted(delta.by_operation.items())
-            )
-            print(f"{'':<15}per step by operation: {ops}")
+            for size in SIZES:
+                short = measure(ownership, size, SHORT, 0)
+                long = measure(ownership, size, LONG, 1)
+                delta = long - short
+                n = LONG - SHORT
+                req, wru, rru = delta.requests / n, delta.write_units / n, delta.read_units / n
+                dollars = (wru * WRITE_UNIT_PRICE_USD + rru * READ_UNIT_PRICE_USD) * 1e6
+                whole = f"{long.requests}, {long.write_units}, {long.read_units}"
+                print(
+                    f"{ownership:<15}{size:>7}{req:>9.2f}{wru:>9.2f}{rru:>9.2f}{wru + rru:>8.2f}"
+                    f"{dollars:>11.2f}   {whole}"
+                )
+                ops = ", ".join(
+                    f"{name} {totals.requests / n:.2f}"
+                    for name, totals in sorted(delta.by_operation.items())
+                )
+                print(f"{'':<22}per step by operation: {ops}")
 
 
 if __name__ == "__main__":
