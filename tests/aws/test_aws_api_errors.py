@@ -36,8 +36,9 @@ class Case:
 
 
 def _without_epoch(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, bytes]]:
-    """Items but the owner epoch: claiming (then releasing) a workflow bumps it for good."""
-    return [item for item in items if item[1] != keys.OWNER_EPOCH]
+    """Items but the owner epoch and the run's head, which carries it (ADR 0037): claiming
+    (then releasing) a workflow bumps it for good."""
+    return [item for item in items if item[1] not in (keys.OWNER_EPOCH, keys.OWNER_HEAD)]
 
 
 def _start(workflow_type: str, workflow_id: str, **body: Any) -> Callable[[Api], None]:
