@@ -32,7 +32,7 @@ from weft_serverless.codec import decode, encode
 from weft_serverless.engine.inspection import read_history
 from weft_serverless.engine.ownership import HEAD_LAYOUT
 from weft_serverless.engine.records import load_history
-from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head
+from weft_serverless.engine.run_head import FENCE_EPOCH, REFERENCE, TOMBSTONE, Head
 from weft_serverless.errors import WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
@@ -41,14 +41,21 @@ from weft_serverless.testing import CrashingStorage, SimulatedCrash, VirtualCloc
 Gen = Generator[Any, Any, Any]
 
 
-def three_steps(calls: Calls) -> dict[str, Any]:
+def three_steps(calls: Calls, pad: int = 0) -> dict[str, Any]:
+    """Three steps counting up from the input; ``pad`` bytes more in each result make its
+    record too large for the head (it is put first, as a blob the head names)."""
+
     def flow(ctx: Any, x: int) -> Gen:
         a = yield ctx.run("a", x)
         b = yield ctx.run("b", a)
         c = yield ctx.run("c", b)
-        return c
+        return c["n"] if pad else c
 
-    activities = {name: calls.recorder(name, lambda v: v + 1) for name in ("a", "b", "c")}
+    def count(v: Any) -> Any:
+        n = (v if isinstance(v, int) else v["n"]) + 1
+        return {"n": n, "pad": "x" * pad} if pad else n
+
+    activities = {name: calls.recorder(name, count) for name in ("a", "b", "c")}
     return {"flow": workflow("flow").activities(**activities).execute(flow)}
 
 
@@ -122,26 +129,28 @@ def test_a_700_byte_step_costs_two_write_units_and_no_read_units(
     assert set(delta.by_operation) == {"PutItem"}
 
 
-def _writes_of_one_run(storage_factory: Opener) -> int:
+def _writes_of_one_run(storage_factory: Opener, pad: int) -> int:
     """How many writes one engine makes from its start call to the run's end."""
     crashing = CrashingStorage(storage_factory())
-    engine = engine_on(crashing, three_steps(Calls()), "probe", VirtualClock())
+    engine = engine_on(crashing, three_steps(Calls(), pad), "probe", VirtualClock())
     before = crashing.writes
     assert engine.start("flow", 1, id="probe").result() == 4
     return crashing.writes - before
 
 
+@pytest.mark.parametrize("pad", [0, 4000], ids=["inline", "blob"])
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_crash_at_every_write_of_a_run_loses_and_doubles_no_step(
-    storage_factory: Opener, when: str
+    storage_factory: Opener, when: str, pad: int
 ) -> None:
     """The owner dies before (or right after) each of its writes in turn: the start, the
-    write-outs, the head puts, the end. Another engine takes the run over; it completes with
-    the right result, every step committed once, and no write breaks the fence."""
-    count = _writes_of_one_run(storage_factory)
-    assert count >= 6  # start, 3 head puts, 2 write-outs, the end (and its write-out)
+    write-outs, the blobs of large records, the head puts, the end. Another engine takes the
+    run over; it completes with the right result, every step committed once, and no write
+    breaks the fence (a blob whose head never landed is named by nothing)."""
+    count = _writes_of_one_run(storage_factory, pad)
+    assert count >= (9 if pad else 6)  # start, 3 heads (+ 3 blobs), write-outs, the end
     clock, journal, calls = VirtualClock(), Journal(), Calls()
-    flows = three_steps(calls)
+    flows = three_steps(calls, pad)
     survivor = engine_on(RecordingStorage(storage_factory(), "e2", journal), flows, "e2", clock)
     for n in range(1, count + 1):
         crashing = CrashingStorage(RecordingStorage(storage_factory(), f"e1-{n}", journal))
@@ -366,6 +375,24 @@ def test_a_late_write_out_into_a_new_run_of_a_purged_id_counts_for_nothing(
     e2.signal("w", "go", 5)
     assert e2.get_handle("w").result() == 16  # its own step a ran, on 10 + 5
     assert fencing_violations(journal) == []
+
+
+def test_a_large_record_is_put_first_and_the_head_names_it(storage_factory: Opener) -> None:
+    """A record too large for the head is put as a blob before the head that commits a
+    small record naming it; replay reads the step's full result back through it."""
+    clock, journal, calls = VirtualClock(), Journal(), Calls()
+    storage = RecordingStorage(storage_factory(), "e1", journal)
+    engine = engine_on(storage, three_steps(calls, 4000), "e1", clock)
+    assert engine.start("flow", 1, id="w").result() == 4
+    partition = keys.workflow_partition("w")
+    blobs = dict(storage_factory().scan(partition, keys.BLOB_PREFIX))
+    ops = dict(storage_factory().scan(partition, keys.OP_PREFIX))
+    assert len(blobs) == 3 and all(len(v) > 4000 for v in blobs.values())
+    assert all(len(v) < 100 and REFERENCE in decode(v) for v in ops.values())
+    history = load_history(storage_factory(), "w")
+    assert history is not None
+    assert [len(decode(history.ops[keys.step_slot(n)]["v"])["pad"]) for n in range(3)] == [4000] * 3
+    assert fencing_violations(journal) == [] and rewritten_op_records(journal) == {}
 
 
 def test_a_store_set_up_by_an_earlier_release_keeps_committing_as_it_did(

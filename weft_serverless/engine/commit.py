@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.storage.base import Condition, Op
+from weft_serverless.storage.base import Condition, Op, Put
 
 from .ownership import merge_conditions
 from .runtime import Runtime
@@ -43,12 +43,18 @@ def commit(
 
 
 def commit_on_head(
-    rt: Runtime, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+    rt: Runtime,
+    workflow_id: str,
+    slot: str,
+    record: bytes,
+    expected: bytes | None,
+    blob: Put | None = None,
 ) -> None:
     """Commit a plain step (its op record and nothing else) as the run's new head: one
     single-item write where a fenced batch is a transaction (ADR 0037). ``expected`` is what
-    the step's slot held when read, for the record's later write-out."""
-    if not rt.fence.commit_on_head(workflow_id, slot, record, expected):
+    the step's slot held when read, for the record's later write-out; ``blob`` is a large
+    record ``record`` names, put first."""
+    if not rt.fence.commit_on_head(workflow_id, slot, record, expected, blob):
         rt.metrics.lost_commits += 1
         rt.fence.on_lost_commit(workflow_id)
         raise LostCommit(workflow_id)

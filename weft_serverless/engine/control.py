@@ -309,6 +309,7 @@ def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
         keys.PENDING_PREFIX,
         keys.ASYNC_RESULT_PREFIX,
         keys.ACTIVITY_STARTED_PREFIX,
+        keys.BLOB_PREFIX,
     ):
         if prefix == keys.OP_PREFIX and epoch is not None:
             continue

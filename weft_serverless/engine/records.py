@@ -170,6 +170,7 @@ class History:
     head: bytes | None = None
     void_ops: dict[str, bytes] = field(default_factory=dict)
     unwritten: run_head.Unwritten | None = None
+    blobs: dict[str, bytes] = field(default_factory=dict)  # large op records, by slot#digest
     # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
     # deleted by the next drive (see engine/continuation.py).
     earlier: list[str] = field(default_factory=list)
@@ -276,6 +277,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             h.owner_epoch = value
         elif sort == keys.OWNER_HEAD:
             h.head = value
+        elif family == _BLOB:
+            h.blobs[rest] = value
     if state_bytes is None:
         return None
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
@@ -285,6 +288,8 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
             slotted.append((keys.OP_PREFIX + h.unwritten.slot, h.unwritten.slot))
     if h.state.first_step > 0:
         _drop_earlier_runs(h, slotted)
+    if h.head is not None:  # after the set-aside: an earlier run's blobs may be gone already
+        run_head.resolve(h.ops, h.blobs, f"workflow {workflow_id!r}")
     return h
 
 
@@ -299,7 +304,7 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied, h.heartbeats):
         for slot in old & table.keys():
             del table[slot]
-    for ref_table in (h.async_results, h.started, h.finalizers):
+    for ref_table in (h.async_results, h.started, h.finalizers, h.blobs):
         for ref in [ref for ref in ref_table if ref.split("#", 1)[0] in old]:
             del ref_table[ref]
     for sort in h.earlier:
@@ -325,6 +330,7 @@ _UPDATE_APPLIED = _family(keys.UPDATE_APPLIED_PREFIX)
 _UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
 _HEARTBEAT = _family(keys.HEARTBEAT_PREFIX)
 _FINALIZER = _family(keys.FINALIZER_PREFIX)
+_BLOB = _family(keys.BLOB_PREFIX)
 _DECODED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
     | {_HEARTBEAT, _FINALIZER}
@@ -358,7 +364,7 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
 
 _SLOTTED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
-    | {_HEARTBEAT, _FINALIZER}
+    | {_HEARTBEAT, _FINALIZER, _BLOB}
 )
 """Families whose key starts with the step slot they belong to (after ``family#``)."""
 

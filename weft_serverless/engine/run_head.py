@@ -22,15 +22,21 @@ read, so replay, inspection, events and the history limit all see the same steps
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.errors import StorageError
 from weft_serverless.storage import keys
 
 FENCE_EPOCH = "fe"
 """The epoch an op record was committed on, stamped in records committed on a head."""
 TOMBSTONE = "tomb"
+REFERENCE = "ref"
+INLINE = 900
+"""The largest op record a head carries inline: with the head's own fields it stays within
+one write unit. A larger record is put first as a blob, and the head carries a reference."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,29 @@ class Head:
 def fresh_head(epoch: int) -> bytes:
     """The head a run starts with: its floor is the epoch it starts on."""
     return Head(epoch, epoch).to_bytes()
+
+
+def reference(record: bytes, epoch: int) -> tuple[str, bytes]:
+    """The digest a large record is stored under, and the small op record naming it."""
+    digest = hashlib.sha256(record).hexdigest()[:32]
+    return digest, encode({REFERENCE: digest, FENCE_EPOCH: epoch})
+
+
+def resolve(ops: dict[str, dict[str, Any]], blobs: dict[str, bytes], what: str) -> None:
+    """Replace each op record that names a blob by the record the blob holds. The blob was
+    put before the head that committed its reference, so it is there; an orphan blob (its
+    head never landed) is named by nothing."""
+    for slot, record in ops.items():
+        digest = record.get(REFERENCE)
+        if digest is None:
+            continue
+        blob = blobs.get(f"{slot}#{digest}")
+        if blob is None:
+            raise StorageError(
+                f"step {slot} of {what} names a record that is not stored; the store was "
+                "changed outside the engine (restore it from a backup)"
+            )
+        ops[slot] = decode_record(blob, f"step {slot} of {what}")
 
 
 def tombstone(epoch: int) -> bytes:

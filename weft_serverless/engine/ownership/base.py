@@ -213,7 +213,12 @@ class Ownership:
         return None
 
     def commit_on_head(
-        self, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+        self,
+        workflow_id: str,
+        slot: str,
+        record: bytes,
+        expected: bytes | None,
+        blob: Put | None = None,
     ) -> bool:
         """Commit a plain step as the run's new head; False when the head was not as this
         claim left it. Only called when ``commit_epoch`` is not None."""

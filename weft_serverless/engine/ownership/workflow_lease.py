@@ -86,7 +86,12 @@ class WorkflowLease(Takeover):
         return None if claim.head is None else unpack_epoch(claim.epoch_bytes)
 
     def commit_on_head(
-        self, workflow_id: str, slot: str, record: bytes, expected: bytes | None
+        self,
+        workflow_id: str,
+        slot: str,
+        record: bytes,
+        expected: bytes | None,
+        blob: Put | None = None,
     ) -> bool:
         """One conditional put of the head, carrying the step inline, after the previous
         inline step is written out: the step's whole commit (ADR 0037)."""
@@ -94,6 +99,8 @@ class WorkflowLease(Takeover):
         if claim is None or claim.head is None:
             raise EngineDeposedError(workflow_id)
         self.flush(workflow_id)
+        if blob is not None:  # a plain put: landing without its head, it is named by nothing
+            self.host.storage.put(blob.key, blob.value)
         key = keys.owner_head_key(workflow_id)
         with claim.writes:
             new = Head.from_bytes(claim.head).with_step(slot, record)

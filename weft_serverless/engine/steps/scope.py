@@ -20,7 +20,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from .. import history_limit, timers, wakeups
+from .. import history_limit, run_head, timers, wakeups
 from ..commit import cleanup_chunks, commit, commit_cleanup, commit_on_head, commit_step
 from ..outcomes import Done, Outcome
 from ..records import History
@@ -28,9 +28,6 @@ from ..run_head import FENCE_EPOCH
 from ..runtime import Runtime, logger
 
 _deferrals = itertools.count()
-INLINE = 16 * 1024
-"""The largest op record committed inline in the run's head; a larger one is a transaction
-(inline, it would be paid for twice at its size on every later read of the head)."""
 
 
 class StepScope(ABC):
@@ -93,8 +90,13 @@ class StepScope(ABC):
         value = encode(record)
         ops: list[Op] = [Put(key, value), *done.ops]
         expected = self.history.void_ops.get(slot)  # a tombstone or a void item, or nothing
-        if epoch is not None and not done.ops and not done.conditions and len(value) <= INLINE:
-            commit_on_head(self.rt, self.workflow_id, slot, value, expected)
+        if epoch is not None and not done.ops and not done.conditions:
+            blob = None
+            if len(value) > run_head.INLINE:  # the record goes first, the head names it
+                digest, stub = run_head.reference(value, epoch)
+                blob, value = Put(keys.blob_key(self.workflow_id, slot, digest), value), stub
+                ops = [Put(key, value)]
+            commit_on_head(self.rt, self.workflow_id, slot, value, expected, blob)
             left = cleanup_chunks(self.rt, self.workflow_id, done.cleanup)
         else:
             conditions = [Condition(key, expected), *done.conditions]

@@ -10,6 +10,7 @@ from .encoding import counter, counter_value, enc
 STATE = "state"
 RESULT = "result"
 OP_PREFIX = "op#"
+BLOB_PREFIX = "blob#"
 PENDING_PREFIX = "pend#"
 ATTEMPT_PREFIX = "att#"
 SIGNAL_PREFIX = "sig#"
@@ -62,6 +63,11 @@ def describe_slot(slot: str) -> str:
 
 def op_key(workflow_id: str, slot: str) -> Key:
     return Key(workflow_partition(workflow_id), OP_PREFIX + slot)
+
+
+def blob_key(workflow_id: str, slot: str, digest: str) -> Key:
+    """A large op record of a run with a head, by its digest: the op record names it."""
+    return Key(workflow_partition(workflow_id), f"{BLOB_PREFIX}{slot}#{digest}")
 
 
 def pending_key(workflow_id: str, slot: str) -> Key:
