@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
 
@@ -122,31 +122,10 @@ class SQLiteStorage(Storage):
             start = (page[-1][0], False)
 
     def _batch(self, ops: Sequence[Op]) -> None:
-        with self._lock, _translated(), self._write() as conn:
-            _apply(conn, ops)
+        self._write(lambda conn: _apply(conn, ops))
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
-        # A condition that a key is absent, on a key the batch puts (a step's op record), is
-        # checked by the primary key: a plain INSERT fails if the row exists. A step commit is
-        # then the same statements as a bare insert, with no read before it.
-        puts = {op.key: op for op in ops if isinstance(op, Put)}
-        inserts = {c.key for c in conditions if c.expected is None and c.key in puts}
-        with self._lock, _translated(), self._write() as conn:
-            for cond in conditions:
-                if cond.key in inserts:
-                    continue
-                row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
-                if (None if row is None else bytes(row[0])) != cond.expected:
-                    conn.execute("ROLLBACK")
-                    return False
-            try:
-                for key in inserts:
-                    conn.execute(_INSERT, (key.partition, key.sort, bytes(puts[key].value)))
-            except sqlite3.IntegrityError:
-                conn.execute("ROLLBACK")
-                return False
-            _apply(conn, [op for op in ops if op.key not in inserts] if inserts else ops)
-            return True
+        return self._write(lambda conn: _apply_if(conn, conditions, ops))
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -155,19 +134,27 @@ class SQLiteStorage(Storage):
             raise StorageError("this SQLiteStorage is closed; open a new one")
         return self._conn
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on normal exit unless already rolled back."""
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            if conn.in_transaction:
-                conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+    def _write(self, apply: Callable[[sqlite3.Connection], bool | None]) -> bool:
+        """Run ``apply`` in a write transaction: committed unless it returns False (rolled
+        back) or raises (rolled back, the error translated).
+
+        Plain try blocks rather than context managers: a step commit passes through here,
+        and every call on that path is paid again at every step.
+        """
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    ok = apply(conn) is not False
+                    conn.execute("COMMIT" if ok else "ROLLBACK")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return ok
 
     def _page(
         self,
@@ -240,14 +227,47 @@ def _apply(conn: sqlite3.Connection, ops: Sequence[Op]) -> None:
         conn.executemany(_DELETE, deletes)
 
 
+def _apply_if(conn: sqlite3.Connection, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+    """Apply ``ops`` if every condition holds; False (nothing applied) otherwise.
+
+    A condition that a key is absent, on a key the batch puts (a step's op record), is
+    checked by the primary key: a plain INSERT fails if the row exists. A step commit is
+    then the same statements as a bare insert, with no read before it. Other conditions
+    are read first.
+    """
+    puts = {op.key: op.value for op in ops if isinstance(op, Put)}
+    inserts: list[Key] = []
+    for cond in conditions:
+        if cond.expected is None and cond.key in puts:
+            inserts.append(cond.key)
+            continue
+        row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
+        if (None if row is None else bytes(row[0])) != cond.expected:
+            return False
+    try:
+        for key in inserts:
+            conn.execute(_INSERT, (key.partition, key.sort, bytes(puts[key])))
+    except sqlite3.IntegrityError:
+        return False
+    if not inserts:
+        _apply(conn, ops)
+    elif len(inserts) < len(ops):
+        inserted = set(inserts)
+        _apply(conn, [op for op in ops if op.key not in inserted])
+    return True
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """Turn sqlite3 errors into storage errors, so no sqlite3 type leaves this module."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        if _is_lock_error(exc):
-            raise StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}") from exc
-        raise StorageError(f"SQLite failed: {exc}") from exc
     except sqlite3.Error as exc:
-        raise StorageError(f"SQLite failed: {exc}") from exc
+        raise _translate(exc) from exc
+
+
+def _translate(exc: sqlite3.Error) -> StorageError:
+    """The storage error for a sqlite3 one: unavailable when a lock outlasted the timeout."""
+    if isinstance(exc, sqlite3.OperationalError) and _is_lock_error(exc):
+        return StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}")
+    return StorageError(f"SQLite failed: {exc}")
