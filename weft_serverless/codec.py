@@ -37,6 +37,7 @@ _EXT_TIMEDELTA = 8
 MAX_DEPTH = 128
 _CONTAINERS = (list, tuple, set, frozenset)
 _NESTING = (dict, *_CONTAINERS)
+_NESTING_TYPES = frozenset(_NESTING)
 
 
 def _default(obj: Any) -> msgpack.ExtType:
@@ -148,6 +149,9 @@ def _depth_path(value: Any, what: str) -> str:
     Link = tuple[Any, Any, bool] | None  # (parent link, key or index, whether a dict key)
     if type(value) not in _NESTING:
         return ""
+    children = value.values() if type(value) is dict else value
+    if _NESTING_TYPES.isdisjoint(map(type, children)):
+        return ""  # one level deep (a step's record, most results): nothing to walk
     stack: list[tuple[Any, int, Link]] = [(value, 1, None)]
     while stack:
         item, depth, link = stack.pop()
