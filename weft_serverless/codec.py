@@ -105,8 +105,19 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
+# A Packer per value, as ``msgpack.packb`` makes, but with a small first buffer: packb's
+# default of 256 KiB is allocated (and freed) for every value, most of them tens of bytes;
+# the buffer grows as a larger value needs.
+_PACKER_OPTIONS: dict[str, Any] = {
+    "default": _default,
+    "use_bin_type": True,
+    "strict_types": True,
+    "buf_size": 4096,
+}
+
+
 def _pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, default=_default, use_bin_type=True, strict_types=True)
+    packed: bytes = msgpack.Packer(**_PACKER_OPTIONS).pack(value)
     return packed
 
 
@@ -139,6 +150,11 @@ def encode(value: Any, what: str = "value") -> bytes:
         raise CodecError(f"cannot encode {path}: {reason}", path=path) from None
 
 
+_Link = tuple[Any, Any, bool] | None
+"""(parent link, key or index, whether a dict key): the way back to the top, for the path.
+An alias at module level: built inside the function, it cost more than the walk itself."""
+
+
 def _depth_path(value: Any, what: str) -> str:
     """The path of a container nested deeper than ``MAX_DEPTH``, or ``""``.
 
@@ -146,13 +162,12 @@ def _depth_path(value: Any, what: str) -> str:
     limit here, and bounded up front so a value that encodes can also always be decoded.
     Only containers are pushed; each carries a link to its parent to rebuild the path.
     """
-    Link = tuple[Any, Any, bool] | None  # (parent link, key or index, whether a dict key)
-    if type(value) not in _NESTING:
+    if type(value) not in _NESTING_TYPES:
         return ""
     children = value.values() if type(value) is dict else value
     if _NESTING_TYPES.isdisjoint(map(type, children)):
         return ""  # one level deep (a step's record, most results): nothing to walk
-    stack: list[tuple[Any, int, Link]] = [(value, 1, None)]
+    stack: list[tuple[Any, int, _Link]] = [(value, 1, None)]
     while stack:
         item, depth, link = stack.pop()
         if depth > MAX_DEPTH:
@@ -168,7 +183,7 @@ def _depth_path(value: Any, what: str) -> str:
         stack.extend(
             (child, depth + 1, (link, key, keyed))
             for key, child in children
-            if type(child) in _NESTING
+            if type(child) in _NESTING_TYPES
         )
     return ""
 

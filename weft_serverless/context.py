@@ -352,10 +352,10 @@ def _run_command(
         name,
         input,
         retry or DEFAULT_RETRY,
-        _positive(timeout, "timeout"),
+        None if timeout is None else _positive(timeout, "timeout"),
         idempotency_key,
-        _positive(heartbeat_timeout, "heartbeat_timeout"),
-        _positive(schedule_to_close, "schedule_to_close"),
+        None if heartbeat_timeout is None else _positive(heartbeat_timeout, "heartbeat_timeout"),
+        None if schedule_to_close is None else _positive(schedule_to_close, "schedule_to_close"),
     )
 
 

@@ -92,7 +92,8 @@ class EngineTime:
         self._floor = 0.0
 
     def now(self) -> float:
-        return max(self.clock(), self._floor)
+        now = self.clock()
+        return now if now >= self._floor else self._floor
 
     def hold_at_least(self, moment: float) -> None:
         """A maintenance pass runs at ``moment``: time never goes back behind it."""
