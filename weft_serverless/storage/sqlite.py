@@ -66,8 +66,10 @@ class SQLiteStorage(Storage):
     ``":memory:"`` work, where each connection would otherwise see its own database. Writes
     run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock before the
     conditions are read, so a conditional batch is atomic against other connections and
-    processes on the same file too. Lock waits last up to ``timeout`` seconds, then raise
-    ``StorageUnavailableError``.
+    processes on the same file too. A batch that is one statement (a step's bare commit: an
+    ``INSERT`` whose primary key checks that the record is absent) runs as its own
+    transaction instead, which is the same thing in one call. Lock waits last up to
+    ``timeout`` seconds, then raise ``StorageUnavailableError``.
 
     Scans read pages of rows, each page continuing after the last sort key seen, so a huge
     partition never loads at once. Pages are separate reads: a scan sees each key that
@@ -88,6 +90,9 @@ class SQLiteStorage(Storage):
                 conn.close()
                 raise
         self._conn: sqlite3.Connection | None = conn
+        # Reused by one-statement writes (under the lock): Connection.execute makes a cursor
+        # per call.
+        self._cursor = conn.cursor()
 
     def capabilities(self) -> Capabilities:
         return _CAPABILITIES
@@ -122,9 +127,23 @@ class SQLiteStorage(Storage):
             start = (page[-1][0], False)
 
     def _batch(self, ops: Sequence[Op]) -> None:
+        if len(ops) == 1:
+            op = ops[0]
+            if isinstance(op, Put):
+                self._statement(_UPSERT, (op.key.partition, op.key.sort, bytes(op.value)))
+            else:
+                self._statement(_DELETE, (op.key.partition, op.key.sort))
+            return
         self._write(lambda conn: _apply(conn, ops))
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        if len(ops) == 1 and len(conditions) == 1:
+            op, cond = ops[0], conditions[0]
+            same = cond.key is op.key or cond.key == op.key  # a step's record: the same Key
+            if cond.expected is None and isinstance(op, Put) and same:
+                # A step's bare commit: one INSERT, refused by the primary key if the
+                # record exists.
+                return self._statement(_INSERT, (op.key.partition, op.key.sort, bytes(op.value)))
         return self._write(lambda conn: _apply_if(conn, conditions, ops))
 
     # -- helpers -----------------------------------------------------------------------------
@@ -133,6 +152,25 @@ class SQLiteStorage(Storage):
         if self._conn is None:
             raise StorageError("this SQLiteStorage is closed; open a new one")
         return self._conn
+
+    def _statement(self, sql: str, params: tuple[str, str] | tuple[str, str, bytes]) -> bool:
+        """A batch that is one statement, run as its own transaction (SQLite's autocommit):
+        the same atomicity, write lock, busy wait and single fsync as ``BEGIN``, the
+        statement, ``COMMIT``, in one call instead of three. False when the primary key
+        refuses an ``INSERT``.
+        """
+        with self._lock:
+            if self._connection().in_transaction:
+                # Only a rollback that itself failed leaves one open; the statement would
+                # join it and not commit. Refused, as a BEGIN would be.
+                raise StorageError("SQLite has a transaction left open; open a new store")
+            try:
+                self._cursor.execute(sql, params)
+            except sqlite3.IntegrityError:
+                return False
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return True
 
     def _write(self, apply: Callable[[sqlite3.Connection], bool | None]) -> bool:
         """Run ``apply`` in a write transaction: committed unless it returns False (rolled
