@@ -127,7 +127,7 @@ def _unpack(data: bytes) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode ``value``; on failure raise ``CodecError`` naming the path inside it."""
-    too_deep = _depth_path(value, what)
+    too_deep = _depth_path(value, what) if type(value) in _NESTING_TYPES else ""
     if too_deep:
         raise CodecError(
             f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels (at {too_deep}); "
@@ -135,7 +135,8 @@ def encode(value: Any, what: str = "value") -> bytes:
             path=too_deep,
         )
     try:
-        return _pack(value)
+        packed: bytes = msgpack.Packer(**_PACKER_OPTIONS).pack(value)
+        return packed
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
         if not path:  # no single part to blame: the value as a whole
@@ -164,8 +165,8 @@ def _depth_path(value: Any, what: str) -> str:
     """
     if type(value) not in _NESTING_TYPES:
         return ""
-    children = value.values() if type(value) is dict else value
-    if _NESTING_TYPES.isdisjoint(map(type, children)):
+    members = value.values() if type(value) is dict else value
+    if _NESTING_TYPES.isdisjoint(map(type, members)):
         return ""  # one level deep (a step's record, most results): nothing to walk
     stack: list[tuple[Any, int, _Link]] = [(value, 1, None)]
     while stack:
@@ -191,7 +192,7 @@ def _depth_path(value: Any, what: str) -> str:
 def decode(data: bytes) -> Any:
     """Decode bytes written by ``encode``."""
     try:
-        return _unpack(data)
+        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except Exception as exc:
         raise CodecError(f"stored value cannot be decoded: {exc}") from None
 

@@ -121,9 +121,10 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
     ready = Ready(cmd, activity, encoded_input, number, context, first, previous, now)
-    ready.result = _async_outcome(scope, cmd, slot, number)
-    if ready.result is not None:
-        return ready
+    if scope.history.async_results:
+        ready.result = _async_outcome(scope, cmd, slot, number)
+        if ready.result is not None:
+            return ready
     if scope.history.pending and f"{slot}@{number}" in scope.history.pending:
         return None  # started asynchronously; waiting for complete/fail_activity
     if ready.budget_end is not None and now >= ready.budget_end:
@@ -133,7 +134,7 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
         reconciled = _reconcile_or_mark_started(scope, cmd, slot, number, encoded_input)
         if reconciled is not None:
             return reconciled
-    if rt.low_on_time(cmd.timeout):
+    if rt.invocation.time_left is not None and rt.low_on_time(cmd.timeout):
         scope.yield_to_next_invocation(slot, number)
         return None
     rt.fence.before_activity(workflow_id)
