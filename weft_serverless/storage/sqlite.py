@@ -36,6 +36,7 @@ _CAPABILITIES = Capabilities(
 )
 
 _PAGE_ROWS = 256
+_CLOSED = "this SQLiteStorage is closed; open a new one"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -150,7 +151,7 @@ class SQLiteStorage(Storage):
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise StorageError("this SQLiteStorage is closed; open a new one")
+            raise StorageError(_CLOSED)
         return self._conn
 
     def _statement(self, sql: str, params: tuple[str, str] | tuple[str, str, bytes]) -> bool:
@@ -160,7 +161,10 @@ class SQLiteStorage(Storage):
         refuses an ``INSERT``.
         """
         with self._lock:
-            if self._connection().in_transaction:
+            conn = self._conn
+            if conn is None:
+                raise StorageError(_CLOSED)
+            if conn.in_transaction:
                 # Only a rollback that itself failed leaves one open; the statement would
                 # join it and not commit. Refused, as a BEGIN would be.
                 raise StorageError("SQLite has a transaction left open; open a new store")

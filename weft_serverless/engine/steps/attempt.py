@@ -130,7 +130,7 @@ def needs_watching(rt: Runtime, attempt: Attempt) -> bool:
     """Whether the attempt runs off the drive's thread, watched: it has a time limit, or an
     invocation's deadline may cut it (except with ``max_parallel_activities=0``, where only
     a time limit moves an attempt off the drive's thread)."""
-    return attempt.watched() or (rt.time_left is not None and not rt.inline_activities)
+    return attempt.watched() or (rt.invocation.time_left is not None and not rt.inline_activities)
 
 
 def start(

@@ -43,6 +43,8 @@ def result_key(workflow_id: str) -> Key:
 
 
 def step_slot(step: int) -> str:
+    if 0 <= step < 100_000_000:  # every step of a run but its 100 millionth: counter's digits
+        return str(step).zfill(8)
     return counter(step, 8)
 
 
