@@ -11,6 +11,7 @@ import base64
 import datetime as _dt
 import decimal
 import math
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -105,19 +106,36 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
-# A Packer per value, as ``msgpack.packb`` makes, but with a small first buffer: packb's
-# default of 256 KiB is allocated (and freed) for every value, most of them tens of bytes;
-# the buffer grows as a larger value needs.
+_PACKER_BUFFER = 4096
 _PACKER_OPTIONS: dict[str, Any] = {
     "default": _default,
     "use_bin_type": True,
     "strict_types": True,
-    "buf_size": 4096,
+    "buf_size": _PACKER_BUFFER,
 }
 
 
+class _IdlePackers(threading.local):
+    """Packers kept for reuse, per thread. ``msgpack.packb`` makes a Packer for every value
+    and allocates it a 256 KiB buffer, for values mostly tens of bytes; every step encodes
+    three. A Packer is taken from here while it packs, so a nested pack (a tuple's items,
+    from ``_default``) takes another, and one whose buffer grew past its first size is
+    dropped rather than kept. ``Packer.pack`` empties the buffer whether it returns or raises.
+    """
+
+    def __init__(self) -> None:
+        self.packers: list[msgpack.Packer] = []
+
+
+_idle = _IdlePackers()
+
+
 def _pack(value: Any) -> bytes:
-    packed: bytes = msgpack.Packer(**_PACKER_OPTIONS).pack(value)
+    idle = _idle.packers
+    packer = idle.pop() if idle else msgpack.Packer(**_PACKER_OPTIONS)
+    packed: bytes = packer.pack(value)
+    if len(packed) <= _PACKER_BUFFER:
+        idle.append(packer)
     return packed
 
 
@@ -135,8 +153,7 @@ def encode(value: Any, what: str = "value") -> bytes:
             path=too_deep,
         )
     try:
-        packed: bytes = msgpack.Packer(**_PACKER_OPTIONS).pack(value)
-        return packed
+        return _pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
         if not path:  # no single part to blame: the value as a whole
