@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
@@ -296,17 +296,19 @@ class Storage(ABC):
         self, conditions: Sequence[Condition], ops: Sequence[Op], caps: Capabilities | None = None
     ) -> None:
         # Every step commit passes here: each key is checked once (a condition on a key the
-        # batch writes is already checked) and looked up in a set once.
+        # batch writes is already checked), and a set finds repeats only where there can be
+        # some (a step's bare commit is one write and one condition on its key).
         caps = caps or self.capabilities()
         op_keys: set[Key] = set()
         for op in ops:
             key = op.key
             if not _key_fits(key, caps):
                 self._check_key(key, caps)
-            count = len(op_keys)
-            op_keys.add(key)
-            if len(op_keys) == count:
-                raise InvalidArgumentError(f"a batch writes key {key!r} twice")
+            if len(ops) > 1:
+                count = len(op_keys)
+                op_keys.add(key)
+                if len(op_keys) == count:
+                    raise InvalidArgumentError(f"a batch writes key {key!r} twice")
             if isinstance(op, Put):
                 if not isinstance(op.value, bytes | bytearray | memoryview):
                     raise InvalidArgumentError(f"value for {key!r} must be bytes")
@@ -314,18 +316,21 @@ class Storage(ABC):
                     raise StorageLimitError(
                         "value size", len(op.value), caps.max_value_bytes, f"key {key!r}"
                     )
+        # ``in`` a one-key tuple compares by identity first: no hash, usually no __eq__.
+        written: Collection[Key] = (ops[0].key,) if len(ops) == 1 else op_keys
         cond_keys: set[Key] = set()
-        touched = len(op_keys)
+        touched = len(ops)
         for cond in conditions:
             key = cond.key
-            if key not in op_keys:
+            if key not in written:
                 if not _key_fits(key, caps):
                     self._check_key(key, caps)
                 touched += 1
-            count = len(cond_keys)
-            cond_keys.add(key)
-            if len(cond_keys) == count:
-                raise InvalidArgumentError(f"a batch has two conditions on key {key!r}")
+            if len(conditions) > 1:
+                count = len(cond_keys)
+                cond_keys.add(key)
+                if len(cond_keys) == count:
+                    raise InvalidArgumentError(f"a batch has two conditions on key {key!r}")
         if touched > caps.max_batch_ops:
             raise StorageLimitError("atomic batch actions", touched, caps.max_batch_ops)
 
