@@ -3,6 +3,8 @@ signals, child results, owner records: everything resuming reads in one range re
 
 from __future__ import annotations
 
+import functools
+
 from weft_serverless.storage.base import Key
 
 from .encoding import counter, counter_value, enc
@@ -29,7 +31,10 @@ WAKE = "wake"
 # -- workflow partition ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def workflow_partition(workflow_id: str) -> str:
+    """Memoised: every step builds its run's keys from it (twice), and the cache answers
+    without a Python call."""
     return "wf#" + enc(workflow_id)
 
 
