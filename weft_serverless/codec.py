@@ -145,15 +145,23 @@ def _unpack(data: bytes) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode ``value``; on failure raise ``CodecError`` naming the path inside it."""
-    too_deep = _depth_path(value, what) if type(value) in _NESTING_TYPES else ""
-    if too_deep:
-        raise CodecError(
-            f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels (at {too_deep}); "
-            "flatten the data",
-            path=too_deep,
-        )
+    kind = type(value)
+    # Only a container holding containers can be too deep: scalars and flat containers (a
+    # step's record, most results) are told apart here, without a call.
+    if kind in _NESTING_TYPES and not _NESTING_TYPES.isdisjoint(
+        map(type, value.values() if kind is dict else value)
+    ):
+        too_deep = _depth_path(value, what)
+        if too_deep:
+            raise CodecError(
+                f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels "
+                f"(at {too_deep}); flatten the data",
+                path=too_deep,
+            )
+    idle = _idle.packers  # _pack, inlined: every step encodes three values
+    packer = idle.pop() if idle else msgpack.Packer(**_PACKER_OPTIONS)
     try:
-        return _pack(value)
+        packed: bytes = packer.pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
         if not path:  # no single part to blame: the value as a whole
@@ -166,6 +174,9 @@ def encode(value: Any, what: str = "value") -> bytes:
                 "str, int, float, bool, None, bytes, datetime, Decimal, set, tuple, UUID)"
             )
         raise CodecError(f"cannot encode {path}: {reason}", path=path) from None
+    if len(packed) <= _PACKER_BUFFER:
+        idle.append(packer)
+    return packed
 
 
 _Link = tuple[Any, Any, bool] | None

@@ -158,17 +158,17 @@ class WorkflowContext:
         recovery asks the activity's ``verify`` instead of running it blindly again (and fails
         closed without one).
         """
-        return self._made(
-            _run_command(
-                self.activity_name(activity),
-                input,
-                retry,
-                timeout,
-                idempotency_key,
-                heartbeat_timeout,
-                schedule_to_close,
-            )
+        cmd = _run_command(
+            self.activity_name(activity),
+            input,
+            retry,
+            timeout,
+            idempotency_key,
+            heartbeat_timeout,
+            schedule_to_close,
         )
+        self._unyielded[id(cmd)] = cmd  # _made, inlined: the call every step makes
+        return cmd
 
     def map(
         self,
