@@ -196,8 +196,9 @@ def current_activity() -> ActivityContext:
     return context
 
 
-def set_current(context: ActivityContext | None) -> None:
-    _current.set(context)
+set_current: Callable[[ActivityContext | None], object] = _current.set
+"""Make ``context`` the running attempt's (None: none runs). The variable's own setter, not a
+function around it: every attempt sets and clears it."""
 
 
 def encode_token(workflow_id: str, slot: str, attempt: int) -> str:

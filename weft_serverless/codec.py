@@ -11,6 +11,7 @@ import base64
 import datetime as _dt
 import decimal
 import math
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +38,7 @@ _EXT_TIMEDELTA = 8
 MAX_DEPTH = 128
 _CONTAINERS = (list, tuple, set, frozenset)
 _NESTING = (dict, *_CONTAINERS)
+_NESTING_TYPES = frozenset(_NESTING)
 
 
 def _default(obj: Any) -> msgpack.ExtType:
@@ -104,8 +106,36 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
+_PACKER_BUFFER = 4096
+_PACKER_OPTIONS: dict[str, Any] = {
+    "default": _default,
+    "use_bin_type": True,
+    "strict_types": True,
+    "buf_size": _PACKER_BUFFER,
+}
+
+
+class _IdlePackers(threading.local):
+    """Packers kept for reuse, per thread. ``msgpack.packb`` makes a Packer for every value
+    and allocates it a 256 KiB buffer, for values mostly tens of bytes; every step encodes
+    three. A Packer is taken from here while it packs, so a nested pack (a tuple's items,
+    from ``_default``) takes another, and one whose buffer grew past its first size is
+    dropped rather than kept. ``Packer.pack`` empties the buffer whether it returns or raises.
+    """
+
+    def __init__(self) -> None:
+        self.packers: list[msgpack.Packer] = []
+
+
+_idle = _IdlePackers()
+
+
 def _pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, default=_default, use_bin_type=True, strict_types=True)
+    idle = _idle.packers
+    packer = idle.pop() if idle else msgpack.Packer(**_PACKER_OPTIONS)
+    packed: bytes = packer.pack(value)
+    if len(packed) <= _PACKER_BUFFER:
+        idle.append(packer)
     return packed
 
 
@@ -115,15 +145,23 @@ def _unpack(data: bytes) -> Any:
 
 def encode(value: Any, what: str = "value") -> bytes:
     """Encode ``value``; on failure raise ``CodecError`` naming the path inside it."""
-    too_deep = _depth_path(value, what)
-    if too_deep:
-        raise CodecError(
-            f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels (at {too_deep}); "
-            "flatten the data",
-            path=too_deep,
-        )
+    kind = type(value)
+    # Only a container holding containers can be too deep: scalars and flat containers (a
+    # step's record, most results) are told apart here, without a call.
+    if kind in _NESTING_TYPES and not _NESTING_TYPES.isdisjoint(
+        map(type, value.values() if kind is dict else value)
+    ):
+        too_deep = _depth_path(value, what)
+        if too_deep:
+            raise CodecError(
+                f"cannot encode {what}: it nests deeper than {MAX_DEPTH} levels "
+                f"(at {too_deep}); flatten the data",
+                path=too_deep,
+            )
+    idle = _idle.packers  # _pack, inlined: every step encodes three values
+    packer = idle.pop() if idle else msgpack.Packer(**_PACKER_OPTIONS)
     try:
-        return _pack(value)
+        packed: bytes = packer.pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         path, bad = _find_unencodable(value, what)
         if not path:  # no single part to blame: the value as a whole
@@ -136,6 +174,14 @@ def encode(value: Any, what: str = "value") -> bytes:
                 "str, int, float, bool, None, bytes, datetime, Decimal, set, tuple, UUID)"
             )
         raise CodecError(f"cannot encode {path}: {reason}", path=path) from None
+    if len(packed) <= _PACKER_BUFFER:
+        idle.append(packer)
+    return packed
+
+
+_Link = tuple[Any, Any, bool] | None
+"""(parent link, key or index, whether a dict key): the way back to the top, for the path.
+An alias at module level: built inside the function, it cost more than the walk itself."""
 
 
 def _depth_path(value: Any, what: str) -> str:
@@ -145,10 +191,12 @@ def _depth_path(value: Any, what: str) -> str:
     limit here, and bounded up front so a value that encodes can also always be decoded.
     Only containers are pushed; each carries a link to its parent to rebuild the path.
     """
-    Link = tuple[Any, Any, bool] | None  # (parent link, key or index, whether a dict key)
-    if type(value) not in _NESTING:
+    if type(value) not in _NESTING_TYPES:
         return ""
-    stack: list[tuple[Any, int, Link]] = [(value, 1, None)]
+    members = value.values() if type(value) is dict else value
+    if _NESTING_TYPES.isdisjoint(map(type, members)):
+        return ""  # one level deep (a step's record, most results): nothing to walk
+    stack: list[tuple[Any, int, _Link]] = [(value, 1, None)]
     while stack:
         item, depth, link = stack.pop()
         if depth > MAX_DEPTH:
@@ -164,7 +212,7 @@ def _depth_path(value: Any, what: str) -> str:
         stack.extend(
             (child, depth + 1, (link, key, keyed))
             for key, child in children
-            if type(child) in _NESTING
+            if type(child) in _NESTING_TYPES
         )
     return ""
 
@@ -172,7 +220,7 @@ def _depth_path(value: Any, what: str) -> str:
 def decode(data: bytes) -> Any:
     """Decode bytes written by ``encode``."""
     try:
-        return _unpack(data)
+        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
     except Exception as exc:
         raise CodecError(f"stored value cannot be decoded: {exc}") from None
 

@@ -158,17 +158,17 @@ class WorkflowContext:
         recovery asks the activity's ``verify`` instead of running it blindly again (and fails
         closed without one).
         """
-        return self._made(
-            _run_command(
-                self.activity_name(activity),
-                input,
-                retry,
-                timeout,
-                idempotency_key,
-                heartbeat_timeout,
-                schedule_to_close,
-            )
+        cmd = _run_command(
+            self.activity_name(activity),
+            input,
+            retry,
+            timeout,
+            idempotency_key,
+            heartbeat_timeout,
+            schedule_to_close,
         )
+        self._unyielded[id(cmd)] = cmd  # _made, inlined: the call every step makes
+        return cmd
 
     def map(
         self,
@@ -352,10 +352,10 @@ def _run_command(
         name,
         input,
         retry or DEFAULT_RETRY,
-        _positive(timeout, "timeout"),
+        None if timeout is None else _positive(timeout, "timeout"),
         idempotency_key,
-        _positive(heartbeat_timeout, "heartbeat_timeout"),
-        _positive(schedule_to_close, "schedule_to_close"),
+        None if heartbeat_timeout is None else _positive(heartbeat_timeout, "heartbeat_timeout"),
+        None if schedule_to_close is None else _positive(schedule_to_close, "schedule_to_close"),
     )
 
 

@@ -152,9 +152,10 @@ def test_storage_factory_handles_share_one_store(storage_factory: Callable[[], S
 
 @pytest.mark.storage("sqlite")
 def test_sqlite_commits_a_step_with_the_statements_of_a_bare_insert(tmp_path: Path) -> None:
-    """A step's batch (its op record, absent until now) is BEGIN, INSERT, COMMIT: the primary
-    key checks the condition, with no read before the write. A fenced batch still reads its
-    other conditions."""
+    """A step's batch (its op record, absent until now) is one INSERT, its own transaction:
+    the primary key checks the condition, with no read before the write and no BEGIN or
+    COMMIT round trip; a second commit of the step is refused and changes nothing. A
+    one-write batch is one statement too. A fenced batch still reads its other conditions."""
     store = SQLiteStorage(tmp_path / "weft.db")
     try:
         statements: list[str] = []
@@ -163,11 +164,14 @@ def test_sqlite_commits_a_step_with_the_statements_of_a_bare_insert(tmp_path: Pa
         conn.set_trace_callback(statements.append)
         step, guard = Key("wf#run", "op#0001"), Key("wf#run", "owner")
         assert store.conditional_batch([Condition(step, None)], [Put(step, b"v")])
-        assert [s.split(" (", 1)[0] for s in statements] == [
-            "BEGIN IMMEDIATE",
-            "INSERT INTO kv",
-            "COMMIT",
-        ]
+        assert [s.split(" (", 1)[0] for s in statements] == ["INSERT INTO kv"]
+        assert not conn.in_transaction
+        assert store.conditional_batch([Condition(step, None)], [Put(step, b"other")]) is False
+        assert store.get(step) == b"v"
+        statements.clear()
+        store.put(Key("wf#run", "wake"), b"1")
+        store.delete(Key("wf#run", "wake"))
+        assert [s.split(" ", 1)[0] for s in statements] == ["INSERT", "DELETE"]
         statements.clear()
         fenced = [Condition(Key("wf#run", "op#0002"), None), Condition(guard, None)]
         assert store.conditional_batch(fenced, [Put(Key("wf#run", "op#0002"), b"v")])

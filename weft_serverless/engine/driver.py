@@ -213,9 +213,10 @@ class _Run:
                     return self._complete(stop.value)
                 except Exception as exc:
                     return self._fail(self._store_finalizers() or exc)
-                mismatch = self._store_finalizers()
-                if mismatch is not None:
-                    return self._fail(mismatch)
+                if self.ctx.finalizers_stored != len(self.ctx.finalizers):
+                    mismatch = self._store_finalizers()
+                    if mismatch is not None:
+                        return self._fail(mismatch)
                 if isinstance(cmd, Command):
                     self.ctx.mark_yielded(cmd)
                 if isinstance(cmd, GetVersion):
@@ -233,7 +234,7 @@ class _Run:
                 step += 1
                 resumed = False
             try:
-                if not resumed:
+                if not resumed and self.history.updates_applied:
                     updates.replay_applied(self.ctx, self.history, slot)
                 record = self.history.ops.get(slot)
                 if record is not None:

@@ -13,26 +13,30 @@ from weft_serverless.activity import ActivityContext
 
 
 class RunningAttempts:
+    """One flat table of running attempts, context to run id.
+
+    Every attempt is added and discarded (every step of ``ctx.run`` makes one); a cancel is
+    rare. So add and discard are one dict write each, and ``cancel`` looks through the
+    table, which holds only the attempts in flight here (at most the activity threads' and
+    the drives' count).
+    """
+
     def __init__(self) -> None:
-        self._by_run: dict[str, set[ActivityContext]] = {}
+        self._running: dict[ActivityContext, str] = {}
         self._lock = threading.Lock()
 
     def add(self, context: ActivityContext) -> None:
         with self._lock:
-            self._by_run.setdefault(context.workflow_id, set()).add(context)
+            self._running[context] = context.workflow_id
 
     def discard(self, context: ActivityContext) -> None:
         with self._lock:
-            running = self._by_run.get(context.workflow_id)
-            if running is not None:
-                running.discard(context)
-                if not running:
-                    del self._by_run[context.workflow_id]
+            self._running.pop(context, None)
 
     def cancel(self, workflow_id: str) -> int:
         """Tell every attempt of ``workflow_id`` running here to stop; returns how many."""
         with self._lock:
-            running = list(self._by_run.get(workflow_id, ()))
+            running = [context for context, run in self._running.items() if run == workflow_id]
         for context in running:
             context.cancel_event.set()
         return len(running)

@@ -231,6 +231,8 @@ def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
     through the tables' scope index (``SlotTable.under``): a commit never walks history.
     """
     ops: list[Op] = []
+    if not history.pending and not history.attempts:
+        return ops  # most runs between parks: nothing can be stale
     for pend_slot in history.pending.under(slot):
         ops.extend(_future_timer(history.pending[pend_slot], now))
     for att_slot in history.attempts.under(slot):

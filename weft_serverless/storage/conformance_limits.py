@@ -50,6 +50,12 @@ class Limits:
             storage.conditional_batch([Condition(Key(P, "cond"), None)], ops[:limit])
         assert sorts(storage) == []
 
+    def test_a_condition_on_a_key_the_batch_writes_counts_once(self, storage: Storage) -> None:
+        limit = storage.capabilities().max_batch_ops
+        ops: list[Op] = [Put(Key(P, f"k{i:05d}"), b"v") for i in range(limit)]
+        assert storage.conditional_batch([Condition(Key(P, "k00000"), None)], ops)
+        assert len(sorts(storage)) == limit
+
     def test_duplicate_key_in_one_batch_is_rejected(self, storage: Storage) -> None:
         key = Key(P, "a")
         with pytest.raises(InvalidArgumentError):

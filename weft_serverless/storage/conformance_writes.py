@@ -152,6 +152,25 @@ class BatchesAndConditions:
                 assert storage.get(key) == current
                 assert storage.get(side) == current
 
+    def test_racing_bare_step_commits_have_exactly_one_winner(
+        self, storage: Storage, storage_peer: Storage
+    ) -> None:
+        """Two writers commit the same step and nothing else (its record absent until then,
+        the batch of an unfenced step): one wins, and the record holds the winner's value."""
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for round_ in range(20):
+                key = Key(P, f"bare-{round_:02d}")
+                barrier = threading.Barrier(2, timeout=30)
+                futures = [
+                    pool.submit(
+                        _contend, barrier, handle, Condition(key, None), [Put(key, name.encode())]
+                    )
+                    for handle, name in ((storage, "left"), (storage_peer, "right"))
+                ]
+                results = [future.result() for future in futures]
+                assert results.count(True) == 1, f"round {round_}: {results}"
+                assert storage.get(key) == (b"left" if results[0] else b"right")
+
     def test_racing_first_writes_of_a_key_have_exactly_one_winner(
         self, storage: Storage, storage_peer: Storage
     ) -> None:

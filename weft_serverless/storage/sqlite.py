@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from os import PathLike
 
@@ -36,6 +36,7 @@ _CAPABILITIES = Capabilities(
 )
 
 _PAGE_ROWS = 256
+_CLOSED = "this SQLiteStorage is closed; open a new one"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -66,8 +67,10 @@ class SQLiteStorage(Storage):
     ``":memory:"`` work, where each connection would otherwise see its own database. Writes
     run in ``BEGIN IMMEDIATE`` transactions, which take SQLite's write lock before the
     conditions are read, so a conditional batch is atomic against other connections and
-    processes on the same file too. Lock waits last up to ``timeout`` seconds, then raise
-    ``StorageUnavailableError``.
+    processes on the same file too. A batch that is one statement (a step's bare commit: an
+    ``INSERT`` whose primary key checks that the record is absent) runs as its own
+    transaction instead, which is the same thing in one call. Lock waits last up to
+    ``timeout`` seconds, then raise ``StorageUnavailableError``.
 
     Scans read pages of rows, each page continuing after the last sort key seen, so a huge
     partition never loads at once. Pages are separate reads: a scan sees each key that
@@ -88,6 +91,9 @@ class SQLiteStorage(Storage):
                 conn.close()
                 raise
         self._conn: sqlite3.Connection | None = conn
+        # Reused by one-statement writes (under the lock): Connection.execute makes a cursor
+        # per call.
+        self._cursor = conn.cursor()
 
     def capabilities(self) -> Capabilities:
         return _CAPABILITIES
@@ -122,52 +128,75 @@ class SQLiteStorage(Storage):
             start = (page[-1][0], False)
 
     def _batch(self, ops: Sequence[Op]) -> None:
-        with self._lock, _translated(), self._write() as conn:
-            _apply(conn, ops)
+        if len(ops) == 1:
+            op = ops[0]
+            if isinstance(op, Put):
+                self._statement(_UPSERT, (op.key.partition, op.key.sort, bytes(op.value)))
+            else:
+                self._statement(_DELETE, (op.key.partition, op.key.sort))
+            return
+        self._write(lambda conn: _apply(conn, ops))
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
-        # A condition that a key is absent, on a key the batch puts (a step's op record), is
-        # checked by the primary key: a plain INSERT fails if the row exists. A step commit is
-        # then the same statements as a bare insert, with no read before it.
-        puts = {op.key: op for op in ops if isinstance(op, Put)}
-        inserts = {c.key for c in conditions if c.expected is None and c.key in puts}
-        with self._lock, _translated(), self._write() as conn:
-            for cond in conditions:
-                if cond.key in inserts:
-                    continue
-                row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
-                if (None if row is None else bytes(row[0])) != cond.expected:
-                    conn.execute("ROLLBACK")
-                    return False
-            try:
-                for key in inserts:
-                    conn.execute(_INSERT, (key.partition, key.sort, bytes(puts[key].value)))
-            except sqlite3.IntegrityError:
-                conn.execute("ROLLBACK")
-                return False
-            _apply(conn, [op for op in ops if op.key not in inserts] if inserts else ops)
-            return True
+        if len(ops) == 1 and len(conditions) == 1:
+            op, cond = ops[0], conditions[0]
+            same = cond.key is op.key or cond.key == op.key  # a step's record: the same Key
+            if cond.expected is None and isinstance(op, Put) and same:
+                # A step's bare commit: one INSERT, refused by the primary key if the
+                # record exists.
+                return self._statement(_INSERT, (op.key.partition, op.key.sort, bytes(op.value)))
+        return self._write(lambda conn: _apply_if(conn, conditions, ops))
 
     # -- helpers -----------------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise StorageError("this SQLiteStorage is closed; open a new one")
+            raise StorageError(_CLOSED)
         return self._conn
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: committed on normal exit unless already rolled back."""
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
+    def _statement(self, sql: str, params: tuple[str, str] | tuple[str, str, bytes]) -> bool:
+        """A batch that is one statement, run as its own transaction (SQLite's autocommit):
+        the same atomicity, write lock, busy wait and single fsync as ``BEGIN``, the
+        statement, ``COMMIT``, in one call instead of three. False when the primary key
+        refuses an ``INSERT``.
+        """
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StorageError(_CLOSED)
             if conn.in_transaction:
-                conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+                # Only a rollback that itself failed leaves one open; the statement would
+                # join it and not commit. Refused, as a BEGIN would be.
+                raise StorageError("SQLite has a transaction left open; open a new store")
+            try:
+                self._cursor.execute(sql, params)
+            except sqlite3.IntegrityError:
+                return False
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return True
+
+    def _write(self, apply: Callable[[sqlite3.Connection], bool | None]) -> bool:
+        """Run ``apply`` in a write transaction: committed unless it returns False (rolled
+        back) or raises (rolled back, the error translated).
+
+        Plain try blocks rather than context managers: a step commit passes through here,
+        and every call on that path is paid again at every step.
+        """
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    ok = apply(conn) is not False
+                    conn.execute("COMMIT" if ok else "ROLLBACK")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise _translate(exc) from exc
+        return ok
 
     def _page(
         self,
@@ -240,14 +269,47 @@ def _apply(conn: sqlite3.Connection, ops: Sequence[Op]) -> None:
         conn.executemany(_DELETE, deletes)
 
 
+def _apply_if(conn: sqlite3.Connection, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+    """Apply ``ops`` if every condition holds; False (nothing applied) otherwise.
+
+    A condition that a key is absent, on a key the batch puts (a step's op record), is
+    checked by the primary key: a plain INSERT fails if the row exists. A step commit is
+    then the same statements as a bare insert, with no read before it. Other conditions
+    are read first.
+    """
+    puts = {op.key: op.value for op in ops if isinstance(op, Put)}
+    inserts: list[Key] = []
+    for cond in conditions:
+        if cond.expected is None and cond.key in puts:
+            inserts.append(cond.key)
+            continue
+        row = conn.execute(_SELECT, (cond.key.partition, cond.key.sort)).fetchone()
+        if (None if row is None else bytes(row[0])) != cond.expected:
+            return False
+    try:
+        for key in inserts:
+            conn.execute(_INSERT, (key.partition, key.sort, bytes(puts[key])))
+    except sqlite3.IntegrityError:
+        return False
+    if not inserts:
+        _apply(conn, ops)
+    elif len(inserts) < len(ops):
+        inserted = set(inserts)
+        _apply(conn, [op for op in ops if op.key not in inserted])
+    return True
+
+
 @contextmanager
 def _translated() -> Iterator[None]:
     """Turn sqlite3 errors into storage errors, so no sqlite3 type leaves this module."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        if _is_lock_error(exc):
-            raise StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}") from exc
-        raise StorageError(f"SQLite failed: {exc}") from exc
     except sqlite3.Error as exc:
-        raise StorageError(f"SQLite failed: {exc}") from exc
+        raise _translate(exc) from exc
+
+
+def _translate(exc: sqlite3.Error) -> StorageError:
+    """The storage error for a sqlite3 one: unavailable when a lock outlasted the timeout."""
+    if isinstance(exc, sqlite3.OperationalError) and _is_lock_error(exc):
+        return StorageUnavailableError(f"SQLite stayed locked past the timeout: {exc}")
+    return StorageError(f"SQLite failed: {exc}")

@@ -62,13 +62,9 @@ class Ready:
     first: float  # engine time the step's first attempt started: schedule_to_close counts from it
     previous_hb: bytes | None
     prepared_at: float  # engine time ``prepare`` ran: the attempt starts at once after it
+    budget_end: float | None  # engine time the step's schedule_to_close runs out (None: never)
     result: AttemptResult | None = None
     park_failures: list[BaseException] = field(default_factory=list)
-
-    @property
-    def budget_end(self) -> float | None:
-        s2c = self.cmd.schedule_to_close
-        return None if s2c is None else self.first + s2c
 
     def attempt(self, rt: Runtime) -> Attempt:
         """The attempt to start, its heartbeats wired to the engine."""
@@ -120,10 +116,13 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     previous = attempts[-1].get("hb") if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
-    ready = Ready(cmd, activity, encoded_input, number, context, first, previous, now)
-    ready.result = _async_outcome(scope, cmd, slot, number)
-    if ready.result is not None:
-        return ready
+    s2c = cmd.schedule_to_close
+    budget_end = None if s2c is None else first + s2c
+    ready = Ready(cmd, activity, encoded_input, number, context, first, previous, now, budget_end)
+    if scope.history.async_results:
+        ready.result = _async_outcome(scope, cmd, slot, number)
+        if ready.result is not None:
+            return ready
     if scope.history.pending and f"{slot}@{number}" in scope.history.pending:
         return None  # started asynchronously; waiting for complete/fail_activity
     if ready.budget_end is not None and now >= ready.budget_end:
@@ -133,11 +132,12 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
         reconciled = _reconcile_or_mark_started(scope, cmd, slot, number, encoded_input)
         if reconciled is not None:
             return reconciled
-    if rt.low_on_time(cmd.timeout):
+    if rt.invocation.time_left is not None and rt.low_on_time(cmd.timeout):
         scope.yield_to_next_invocation(slot, number)
         return None
     rt.fence.before_activity(workflow_id)
-    context.heartbeat_details = heartbeats.previous_details(scope.history, slot, attempts)
+    if attempts or scope.history.heartbeats:
+        context.heartbeat_details = heartbeats.previous_details(scope.history, slot, attempts)
     context.on_async = functools.partial(_park_async, scope, slot, number, ready.park_failures)
     return ready
 

@@ -117,20 +117,18 @@ class Attempt:
             return "heartbeat"
         return None
 
-    def watched(self) -> bool:
-        cmd = self.cmd
-        return (
-            cmd.timeout is not None
-            or cmd.heartbeat_timeout is not None
-            or self.budget_end is not None
-        )
-
 
 def needs_watching(rt: Runtime, attempt: Attempt) -> bool:
     """Whether the attempt runs off the drive's thread, watched: it has a time limit, or an
     invocation's deadline may cut it (except with ``max_parallel_activities=0``, where only
     a time limit moves an attempt off the drive's thread)."""
-    return attempt.watched() or (rt.time_left is not None and not rt.inline_activities)
+    cmd = attempt.cmd
+    return (
+        cmd.timeout is not None
+        or cmd.heartbeat_timeout is not None
+        or attempt.budget_end is not None
+        or (rt.invocation.time_left is not None and not rt.inline_activities)
+    )
 
 
 def start(
@@ -222,34 +220,34 @@ def give_up(rt: Runtime, attempt: Attempt, outcome: str = CANCELLED) -> None:
 
 def result_of(rt: Runtime, attempt: Attempt) -> AttemptResult:
     """What a finished attempt gave back, as the step records it."""
-    result = _result(rt, attempt)
-    if attempt.span is not None:
-        _close_span(rt, attempt, "completed" if result.ok else "failed", result.error_type)
-    return result
-
-
-def _result(rt: Runtime, attempt: Attempt) -> AttemptResult:
     rt.attempts.discard(attempt.context)
     cmd, context = attempt.cmd, attempt.context
+    result: AttemptResult
     try:
         value = attempt.future.result()
     except Exception as exc:
         names = [cls.__name__ for cls in type(exc).__mro__]
-        return AttemptResult(
+        result = AttemptResult(
             ok=False,
             error_type=type(exc).__name__,
             message=cut_message(str(exc)),
             retryable=cmd.retry.is_retryable(names, exc),
         )
-    if context.async_token is not None:
-        return AttemptResult(ok=True)
-    try:
-        data = rt.encode_payload(value, f"result of activity {cmd.activity!r}")
-    except (CodecError, PayloadTooLargeError) as exc:
-        return AttemptResult(
-            ok=False, error_type=exc.code, message=cut_message(str(exc)), retryable=False
-        )
-    return AttemptResult(ok=True, value=data)
+    else:
+        if context.async_token is not None:
+            result = AttemptResult(ok=True)
+        else:
+            try:
+                data = rt.encode_payload(value, f"result of activity {cmd.activity!r}")
+                result = AttemptResult(ok=True, value=data)
+            except (CodecError, PayloadTooLargeError) as exc:
+                message = cut_message(str(exc))
+                result = AttemptResult(
+                    ok=False, error_type=exc.code, message=message, retryable=False
+                )
+    if attempt.span is not None:
+        _close_span(rt, attempt, "completed" if result.ok else "failed", result.error_type)
+    return result
 
 
 def timed_out(attempt: Attempt, kind: TimeoutKind) -> AttemptResult:

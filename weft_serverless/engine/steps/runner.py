@@ -69,7 +69,7 @@ class StepRunner(StepScope):
 
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
         self.begin(cmd, slot)
-        handler = lookup(HANDLERS, cmd)
+        handler = HANDLERS.get(type(cmd)) or lookup(HANDLERS, cmd)
         if handler is None:
             raise TypeError(f"unknown command {cmd!r}")
         return handler(self, cmd, slot)

@@ -3,6 +3,8 @@ signals, child results, owner records: everything resuming reads in one range re
 
 from __future__ import annotations
 
+import functools
+
 from weft_serverless.storage.base import Key
 
 from .encoding import counter, counter_value, enc
@@ -31,7 +33,10 @@ WAKE = "wake"
 # -- workflow partition ----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
 def workflow_partition(workflow_id: str) -> str:
+    """Memoised: every step builds its run's keys from it (twice), and the cache answers
+    without a Python call."""
     return "wf#" + enc(workflow_id)
 
 
@@ -45,6 +50,8 @@ def result_key(workflow_id: str) -> Key:
 
 
 def step_slot(step: int) -> str:
+    if 0 <= step < 100_000_000:  # every step of a run but its 100 millionth: counter's digits
+        return str(step).zfill(8)
     return counter(step, 8)
 
 
