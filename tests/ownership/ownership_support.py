@@ -215,7 +215,11 @@ class SkewedClock:
 
 
 def epoch_of(storage: Storage, workflow_id: str) -> int:
-    """The stored owner epoch (0 when never claimed)."""
+    """The stored owner epoch (0 when never claimed): the run's head's when it has one
+    (claims move only the head, ADR 0037)."""
+    head = storage.get(keys.owner_head_key(workflow_id))
+    if head is not None:
+        return Head.from_bytes(head).epoch
     return unpack_epoch(storage.get(keys.owner_epoch_key(workflow_id)))
 
 
@@ -303,13 +307,14 @@ def step_commit_epochs(write: Write) -> dict[str, int]:
         wf = _workflow_of(op.key)
         if wf is None or not isinstance(op, Put):
             continue
-        fence = write.condition_on(keys.owner_epoch_key(wf))
         if op.key == keys.owner_head_key(wf):
             head = Head.from_bytes(op.value)
-            if head.slot is not None and fence is None:
+            if head.slot is not None and len(write.ops) == 1:  # a claim writes more
                 slots[f"{op.key.partition}/{keys.OP_PREFIX}{head.slot}"] = head.epoch
-        elif _is_op_record(op.key) and fence is not None and not decode(op.value).get(TOMBSTONE):
-            slots[f"{op.key.partition}/{op.key.sort}"] = unpack_epoch(fence.expected)
+        elif _is_op_record(op.key) and not is_write_out(write):
+            epoch = step_fence(write, wf)
+            if epoch is not None and not decode(op.value).get(TOMBSTONE):
+                slots[f"{op.key.partition}/{op.key.sort}"] = epoch
     return slots
 
 

@@ -184,8 +184,8 @@ def test_fencing_engine_takes_over_a_store_first_used_by_mode_none(
     engine = make_engine(storage_factory, flows, "e1", clock, ownership=mode, journal=journal)
     assert mode_marker(storage_factory()) == {"mode": stored(mode), "established_at": T0 + 5}
     assert engine.get_handle("w").result() == 1 and calls.count("a") == 2
-    fence_key = (
-        keys.owner_epoch_key("w") if mode == "workflow-lease" else keys.meta_key(keys.LEASE_EPOCH)
+    fence_key = (  # workflow-lease: the head the run gets at its first claim (ADR 0037)
+        keys.owner_head_key("w") if mode == "workflow-lease" else keys.meta_key(keys.LEASE_EPOCH)
     )
     recovered = [w for w in journal.by("e1", committed=True) if w.puts(keys.state_key("w"))]
     assert recovered and all(w.condition_on(fence_key) is not None for w in recovered)

@@ -30,6 +30,7 @@ from weft_serverless import RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.ownership import pack_epoch, unpack_epoch
 from weft_serverless.engine.records import RUNNING, WorkflowState
+from weft_serverless.engine.run_head import Head
 from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
@@ -112,6 +113,11 @@ class _EpochBumpedAfterUpdate(CrashingStorage):
             self.bumped = True
             key = keys.owner_epoch_key(self.workflow_id)
             self.inner.put(key, pack_epoch(unpack_epoch(self.inner.get(key)) + 1))
+            head_key = keys.owner_head_key(self.workflow_id)
+            head = self.inner.get(head_key)
+            if head is not None:  # a run with a head carries its epoch there (ADR 0037)
+                moved = Head.from_bytes(head)
+                self.inner.put(head_key, moved.rotated(moved.epoch + 1))
         return ok
 
 

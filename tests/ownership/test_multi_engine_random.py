@@ -56,6 +56,7 @@ from ownership_support import (
 from weft_serverless import Engine, WorkflowDefinition, workflow
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.run_head import Head
 from weft_serverless.errors import WorkflowClaimUnavailableError, WorkflowNotRunningError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put, Storage
@@ -647,20 +648,21 @@ class Harness:
             if not write.committed:
                 continue
             for op in write.ops:
-                if isinstance(op, Put) and op.key.sort == keys.OWNER_EPOCH:
-                    holder = write.condition_on(
-                        keys.owner_holder_key(keys.dec(op.key.partition[3:]))
-                    )
-                    how = (
-                        "rotate"
-                        if holder is None
-                        else ("acquire" if holder.expected is None else "takeover")
-                    )
-                    mints[(op.key.partition, unpack_epoch(op.value))] = (
-                        write.engine,
-                        how,
-                        write.seq,
-                    )
+                if not isinstance(op, Put):
+                    continue
+                if op.key.sort == keys.OWNER_EPOCH:
+                    epoch = unpack_epoch(op.value)
+                elif op.key.sort == keys.OWNER_HEAD and len(write.ops) > 1:
+                    epoch = Head.from_bytes(op.value).epoch  # a claim moves only the head
+                else:
+                    continue
+                holder = write.condition_on(keys.owner_holder_key(keys.dec(op.key.partition[3:])))
+                how = (
+                    "rotate"
+                    if holder is None
+                    else ("acquire" if holder.expected is None else "takeover")
+                )
+                mints[(op.key.partition, epoch)] = (write.engine, how, write.seq)
         return mints
 
     def classify_duplicates(self, problems: list[str]) -> dict[str, int]:

@@ -42,6 +42,7 @@ from ownership_support import (
 from weft_serverless import Engine, workflow
 from weft_serverless.codec import encode
 from weft_serverless.engine.ownership import pack_epoch
+from weft_serverless.engine.run_head import Head
 from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put, SortRange, Storage
@@ -72,11 +73,18 @@ def plant_holder(store: Storage, workflow_id: str, engine_id: str, epoch: int, a
     """Store a holder, its claims-index entry and its epoch as an engine claiming
     ``workflow_id`` at ``at`` would (what earlier releases could leave on a run)."""
     holder = {"engine_id": engine_id, "epoch": epoch, "expires_at": at + TTL, "claimed_at": at}
+    head = store.get(keys.owner_head_key(workflow_id))
     store.batch(
         [
             Put(keys.owner_epoch_key(workflow_id), pack_epoch(epoch)),
             Put(keys.owner_holder_key(workflow_id), encode(holder)),
             Put(keys.claim_index_key(workflow_id), encode({"e": engine_id})),
+            # a run with a head carries its epoch there too (ADR 0037)
+            *(
+                []
+                if head is None
+                else [Put(keys.owner_head_key(workflow_id), Head.from_bytes(head).rotated(epoch))]
+            ),
         ]
     )
 

@@ -55,6 +55,7 @@ from weft_serverless import (
 )
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import EngineDeposedError, pack_epoch
+from weft_serverless.engine.run_head import Head
 from weft_serverless.errors import (
     StorageUnavailableError,
     WorkflowClaimLost,
@@ -215,9 +216,7 @@ def test_self_terminal_commit_releases_the_holder_and_keeps_the_epoch(
     assert terminal.condition_on(keys.owner_holder_key("w")) == Condition(
         keys.owner_holder_key("w"), holder_bytes
     )
-    assert terminal.condition_on(keys.owner_epoch_key("w")) == Condition(
-        keys.owner_epoch_key("w"), pack_epoch(1)
-    )
+    assert step_fence(terminal, "w") == 1  # on the head, which carries the epoch
     e1.run_maintenance()
     assert counter(e1, "claims_active") == 0
 
@@ -326,14 +325,16 @@ def test_resume_of_a_suspended_run_acquires_the_next_epoch_in_its_batch(
     mark = journal.mark()
     engines[resumer].resume("w")
     resumed = next(w for w in landed_after(journal, resumer, mark) if w.puts(keys.state_key("w")))
-    assert Put(keys.owner_epoch_key("w"), pack_epoch(3)) in resumed.ops
+    # a claim moves the run's head, which carries the epoch (ADR 0037)
+    head_key = keys.owner_head_key("w")
+    put = next(op for op in resumed.ops if isinstance(op, Put) and op.key == head_key)
+    assert Head.from_bytes(put.value).epoch == 3
     assert resumed.puts(keys.owner_holder_key("w"))
     assert resumed.condition_on(keys.owner_holder_key("w")) == Condition(
         keys.owner_holder_key("w"), None
     )
-    assert resumed.condition_on(keys.owner_epoch_key("w")) == Condition(
-        keys.owner_epoch_key("w"), pack_epoch(2)
-    )
+    assert step_fence(resumed, "w") == 2
+    assert epoch_of(store, "w") == 3
     assert engines[resumer].describe("w").owner == {
         "engine_id": resumer,
         "epoch": 3,
@@ -860,15 +861,11 @@ def test_every_owner_write_is_fenced_on_the_epoch_current_at_commit(
     ]
     assert {w.engine for w in owner_puts} == {"e1", "e2", "e3"}
     # A plain step commits on the run's head (ADR 0037), written out later by a lone put that
-    # commits nothing; every other owner write carries the epoch condition.
+    # commits nothing; every other owner write is fenced on the head, which carries the epoch.
     step_writes = [w for w in journal.writes if w.committed and step_commits(w)]
     assert {w.engine for w in step_writes} == {"e1", "e2", "e3"}
     assert all(step_fence(w, "w") is not None for w in step_writes)
-    assert all(
-        w.condition_on(keys.owner_epoch_key("w")) is not None
-        for w in owner_puts
-        if not is_write_out(w)
-    )
+    assert all(step_fence(w, "w") is not None for w in owner_puts if not is_write_out(w))
     assert fencing_violations(journal) == []
     assert rewritten_op_records(journal) == {}
 

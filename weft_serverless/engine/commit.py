@@ -29,13 +29,14 @@ def commit(
     ``conditions`` may already hold the fence (a child start's fragment does): it is added
     once however the batch was put together.
     """
-    rt.fence.flush(workflow_id)  # a step a head commit left inline lands first (ADR 0037)
-    fenced = merge_conditions(conditions, rt.fence.conditions(workflow_id))
-    if fenced:
-        ok = rt.storage.conditional_batch(fenced, ops)
-    else:
-        rt.storage.batch(ops)
-        ok = True
+    with rt.fence.exclusive(workflow_id):
+        rt.fence.flush(workflow_id)  # a step a head commit left inline lands first (ADR 0037)
+        fenced = merge_conditions(conditions, rt.fence.conditions(workflow_id))
+        if fenced:
+            ok = rt.storage.conditional_batch(fenced, ops)
+        else:
+            rt.storage.batch(ops)
+            ok = True
     if not ok:
         rt.metrics.lost_commits += 1
         rt.fence.on_lost_commit(workflow_id)

@@ -24,6 +24,7 @@ from weft_serverless.storage import keys
 
 from .ownership import HEAD_LAYOUT
 from .records import History, failed_attempts, load_history
+from .run_head import Head
 
 if TYPE_CHECKING:
     from weft_serverless.storage.base import Storage
@@ -169,13 +170,17 @@ def read_history(storage: Storage, workflow_id: str) -> WorkflowHistory | None:
 
 
 def read_owner(storage: Storage, workflow_id: str) -> Owner | None:
-    """The workflow-lease epoch and holder of ``workflow_id``; None on a store (or run)
-    without per-workflow ownership records."""
-    holder = storage.get(keys.owner_holder_key(workflow_id))
-    epoch = storage.get(keys.owner_epoch_key(workflow_id))
+    """The workflow-lease epoch and holder of ``workflow_id`` (one read of its owner
+    records; a run with a head carries its epoch there); None on a store (or run) without
+    per-workflow ownership records."""
+    found = dict(storage.scan(keys.workflow_partition(workflow_id), "owner#"))
+    holder, epoch, head = (
+        found.get(k) for k in (keys.OWNER_HOLDER, keys.OWNER_EPOCH, keys.OWNER_HEAD)
+    )
     if holder is None and epoch is None:
         return None
-    return Owner(int.from_bytes(epoch or b"", "big"), None if holder is None else _holder(holder))
+    number = Head.from_bytes(head).epoch if head else int.from_bytes(epoch or b"", "big")
+    return Owner(number, None if holder is None else _holder(holder))
 
 
 def _holder(data: bytes) -> Holder:

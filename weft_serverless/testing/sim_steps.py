@@ -49,17 +49,19 @@ class StepLedger:
         return self
 
     def _entry(self, seq: int, entry: JournalEntry) -> None:
+        heads: dict[str, Head | None] = {}
         for op in entry.ops:
             wf = workflow_of(op.key)
             if wf is None:
                 continue
             where = f"write {seq} by {entry.engine}: {op.key.sort} of {wf}"
             if op.key == keys.owner_head_key(wf):
-                self._head(where, wf, op, entry)
+                heads[wf] = self._head(where, wf, op, entry)
             elif op.key.sort.startswith(keys.OP_PREFIX):
                 self._op(where, wf, op, entry)
             elif isinstance(op, Put) and op.key.sort.startswith(OWNER_PREFIXES):
                 self._check_fence(where, wf, entry)
+        self.head.update(heads)  # after the checks: a batch is fenced on what it found
         for op in entry.ops:
             wf = workflow_of(op.key)
             if wf is None:
@@ -69,25 +71,28 @@ class StepLedger:
             elif op.key == keys.owner_holder_key(wf):
                 self.owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
 
-    def _head(self, where: str, wf: str, op: Op, entry: JournalEntry) -> None:
+    def current(self, wf: str) -> int:
+        """The run's epoch: its head's when it has one (claims move only the head)."""
+        head = self.head.get(wf)
+        return head.epoch if head is not None else unpack_epoch(self.epoch.get(wf))
+
+    def _head(self, where: str, wf: str, op: Op, entry: JournalEntry) -> Head | None:
         before = self.head.get(wf)
         after = Head.from_bytes(op.value) if isinstance(op, Put) else None
-        self.head[wf] = after
         if after is None or after.slot is None or after.record is None:
-            return
+            return after
         if before is not None and (before.slot, before.record) == (after.slot, after.record):
-            return  # carried over by a claim or a rotation: no new step
+            return after  # carried over by a claim or a rotation: no new step
         key = keys.op_key(wf, after.slot)
         if key in self.live:
             self.twice.append(f"{where}: step {key.sort} committed twice")
         self.live[key] = after.record
-        if self.fenced and (
-            after.epoch != unpack_epoch(self.epoch.get(wf)) or self.owner.get(wf) != entry.engine
-        ):
+        if self.fenced and (after.epoch != self.current(wf) or self.owner.get(wf) != entry.engine):
             self.deposed.append(
                 f"{where}: head step on epoch {after.epoch}, current "
-                f"{unpack_epoch(self.epoch.get(wf))} held by {self.owner.get(wf)}"
+                f"{self.current(wf)} held by {self.owner.get(wf)}"
             )
+        return after
 
     def _op(self, where: str, wf: str, op: Op, entry: JournalEntry) -> None:
         if not isinstance(op, Put):
@@ -97,9 +102,9 @@ class StepLedger:
         if isinstance(record, dict) and record.get(TOMBSTONE):
             self.live.pop(op.key, None)  # forgotten by a retry, in its fenced batch
             return
-        fence_key = keys.owner_epoch_key(wf)
+        fences = (keys.owner_epoch_key(wf), keys.owner_head_key(wf))
         stamped = isinstance(record, dict) and FENCE_EPOCH in record
-        if stamped and not any(c.key == fence_key for c in entry.conditions):
+        if stamped and not any(c.key in fences for c in entry.conditions):
             self._write_out(where, wf, op, record)
             return
         if op.key in self.live:
@@ -122,13 +127,17 @@ class StepLedger:
     def _check_fence(self, where: str, wf: str, entry: JournalEntry) -> None:
         if not self.fenced:
             return
-        fence = next((c for c in entry.conditions if c.key == keys.owner_epoch_key(wf)), None)
-        if fence is None or fence.expected is None:
+        epoch = next((c for c in entry.conditions if c.key == keys.owner_epoch_key(wf)), None)
+        head = next((c for c in entry.conditions if c.key == keys.owner_head_key(wf)), None)
+        if head is not None and head.expected is not None:
+            fenced_on: int | None = Head.from_bytes(head.expected).epoch
+        elif epoch is not None and epoch.expected is not None and self.head.get(wf) is None:
+            fenced_on = unpack_epoch(epoch.expected)
+        else:
+            fenced_on = None
+        if fenced_on is None:
             self.deposed.append(f"{where} landed unfenced")
-        elif fence.expected != self.epoch.get(wf):
-            self.deposed.append(
-                f"{where} fenced on epoch {unpack_epoch(fence.expected)}, "
-                f"current {unpack_epoch(self.epoch.get(wf))}"
-            )
+        elif fenced_on != self.current(wf):
+            self.deposed.append(f"{where} fenced on epoch {fenced_on}, current {self.current(wf)}")
         elif self.owner.get(wf) != entry.engine:
             self.deposed.append(f"{where} landed while {self.owner.get(wf)} held the epoch")

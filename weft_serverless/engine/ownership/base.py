@@ -227,6 +227,13 @@ class Ownership:
     def flush(self, workflow_id: str) -> None:
         """Write out what a head commit left inline, before any other write of the run."""
 
+    @contextmanager
+    def exclusive(self, workflow_id: str) -> Iterator[None]:
+        """Hold the run's writes still while a batch's fence is read and the batch sent (the
+        fence of a run with a head changes with each plain step, which another thread of
+        this engine may be committing)."""
+        yield
+
     def before_activity(self, workflow_id: str) -> None:
         """An attempt of an activity is about to run in this engine's drive of
         ``workflow_id``: raise ``EngineDeposedError`` if this engine cannot keep owning the

@@ -49,7 +49,7 @@ class Claim:
     unwritten: Unwritten | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Serialises the head and its write-out (a heartbeat's commit flushes from its thread).
-    writes: threading.Lock = field(default_factory=threading.Lock)
+    writes: threading.RLock = field(default_factory=threading.RLock)
 
 
 class OwnerRecords(NamedTuple):
@@ -60,14 +60,28 @@ class OwnerRecords(NamedTuple):
     head: bytes | None
 
 
-def rotation(workflow_id: str, owner: OwnerRecords) -> tuple[list[Condition], list[Op]]:
-    """Epoch + 1 on the records read: the epoch item, and the head with its newest step
-    carried over when the run has one. Every claim and every fencing-out goes through here,
-    so no head is ever left on an epoch its run has moved past."""
-    epoch = unpack_epoch(owner.epoch) + 1
-    epoch_key = keys.owner_epoch_key(workflow_id)
-    conditions = [Condition(epoch_key, owner.epoch)]
-    ops: list[Op] = [Put(epoch_key, pack_epoch(epoch))]
+def current_epoch(owner: OwnerRecords) -> int:
+    """The run's epoch as read: its head's, when it has one (claims move only the head)."""
+    return (
+        Head.from_bytes(owner.head).epoch if owner.head is not None else unpack_epoch(owner.epoch)
+    )
+
+
+def rotation(
+    workflow_id: str, owner: OwnerRecords, *, epoch_item: bool = True
+) -> tuple[list[Condition], list[Op]]:
+    """Epoch + 1 on the records read. A run with a head is fenced by its head alone: the head
+    is rewritten with the new epoch, its newest step carried over, and the epoch item is
+    rewritten too only when ``epoch_item`` (a move that may end in a purge keeps it the
+    highest epoch the id has had, for a new run of the id to start above). A run without a
+    head is fenced by its epoch item. Every claim and every fencing-out goes through here."""
+    epoch = current_epoch(owner) + 1
+    conditions: list[Condition] = []
+    ops: list[Op] = []
+    if owner.head is None or epoch_item:
+        epoch_key = keys.owner_epoch_key(workflow_id)
+        conditions.append(Condition(epoch_key, owner.epoch))
+        ops.append(Put(epoch_key, pack_epoch(epoch)))
     if owner.head is not None:
         head_key = keys.owner_head_key(workflow_id)
         conditions.append(Condition(head_key, owner.head))
@@ -114,20 +128,19 @@ class ClaimRegistry(Ownership):
         ``state_bytes`` (the running state just read) makes the claim conditional on the run
         not having changed status since, so no claim can land on a run that ended meanwhile
         (a terminal run holds no claim). Lifecycle batches pass none: they condition on the
-        state themselves. ``starting``: the batch starts the run, which gets a fresh head on
-        a store of layout 2 (any head left by a purged run of the id is replaced: the epoch
-        condition already fences its writers out).
+        state themselves. On a store of layout 2 a run without a head gets a fresh one with its
+        first claim. ``starting``: the batch starts the run, so any head left by a purged run
+        of the id is replaced (the epoch condition already fences its writers out).
         """
-        conditions, ops = rotation(
-            workflow_id, owner._replace(head=None if starting else owner.head)
-        )
-        new_epoch = unpack_epoch(owner.epoch) + 1
+        read = owner._replace(head=None) if starting else owner
+        conditions, ops = rotation(workflow_id, read, epoch_item=False)
+        new_epoch = current_epoch(read) + 1
         head = None
-        if starting and self.heads:
+        if read.head is not None:
+            head = Head.from_bytes(read.head).rotated(new_epoch)
+        elif self.heads:  # a start, or the first claim of a run started unclaimed (pending)
             head = fresh_head(new_epoch)
             ops.append(Put(keys.owner_head_key(workflow_id), head))
-        elif owner.head is not None:
-            head = Head.from_bytes(owner.head).rotated(new_epoch)
         holder, expires = self._holder(new_epoch)
         state_fence = (
             [] if state_bytes is None else [Condition(keys.state_key(workflow_id), state_bytes)]

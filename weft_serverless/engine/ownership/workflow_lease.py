@@ -51,7 +51,18 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None:
             raise EngineDeposedError(workflow_id)
+        if claim.head is not None:  # the head moves with the epoch and with each plain step
+            return [Condition(keys.owner_head_key(workflow_id), claim.head)]
         return [Condition(keys.owner_epoch_key(workflow_id), claim.epoch_bytes)]
+
+    @contextmanager
+    def exclusive(self, workflow_id: str) -> Iterator[None]:
+        claim = self.claims.get(workflow_id)
+        if claim is None:
+            yield
+            return
+        with claim.writes:
+            yield
 
     def confirm_history(
         self,
@@ -69,15 +80,19 @@ class WorkflowLease(Takeover):
         there would be fenced out at its commit, and run again by the owner).
         """
         claim = self.claims.get(workflow_id)
-        if claim is None or owner_epoch != claim.epoch_bytes:
+        if claim is None:
             raise EngineDeposedError(workflow_id)
-        if head is not None:
-            # Read with the epoch that is ours: only this claim writes a head on it, so this
-            # is the head it last wrote (after a lost reply, the one that landed).
-            if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
+        if head is None:
+            if owner_epoch != claim.epoch_bytes:
                 raise EngineDeposedError(workflow_id)
-            with claim.writes:
-                claim.head, claim.unwritten = head, unwritten
+            return
+        # A run with a head carries its epoch there (claims move only the head). Read with
+        # the epoch that is ours, it is the head this claim last wrote: only this claim
+        # writes a head on it (after a lost reply, the one that landed).
+        if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
+            raise EngineDeposedError(workflow_id)
+        with claim.writes:
+            claim.head, claim.unwritten = head, unwritten
 
     def commit_epoch(self, workflow_id: str) -> int | None:
         claim = self.claims.get(workflow_id)
@@ -164,6 +179,11 @@ class WorkflowLease(Takeover):
 
     def on_lost_commit(self, workflow_id: str) -> None:
         claim = self.claims.get(workflow_id)
+        if claim is not None and claim.head is not None:
+            head = self.host.storage.get(keys.owner_head_key(workflow_id))
+            if head is None or Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
+                raise EngineDeposedError(workflow_id)
+            return
         current = self.host.storage.get(keys.owner_epoch_key(workflow_id))
         if claim is None or current != claim.epoch_bytes:
             raise EngineDeposedError(workflow_id)
