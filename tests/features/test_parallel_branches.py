@@ -210,13 +210,18 @@ def test_replay_reads_each_branch_whatever_order_they_finished(storage_factory: 
 
 
 def test_a_failing_branch_fails_the_all_and_stops_the_others(storage_factory: Opener) -> None:
+    started = threading.Event()
     stopped = threading.Event()
 
     def boom(_: Any) -> None:
+        # The failure must come while the other branch runs: one whose thread has not started
+        # yet is never run at all (its future is cancelled), which would leave nothing to stop.
+        started.wait(BARRIER_SECONDS)
         raise ValueError("no")
 
     def slow(_: Any) -> str:
         act = current_activity()
+        started.set()
         act.cancel_event.wait(BARRIER_SECONDS)
         if act.cancelled:
             stopped.set()
