@@ -47,8 +47,7 @@ def test_the_stale_timer_scan_of_a_step_does_not_grow_with_the_steps_before_it(
     monkeypatch.setattr(steps, "stale_timer_deletes", counting)
     te = TestEngine({"many": workflow("many").activities(count=_count).execute(_many)})
     assert te.start("many", 200, id="m").result() == 200
-    assert len(scanned) == 200
-    assert max(scanned) == 0
+    assert scanned == []  # nothing parked or retried: a step does not look for stale timers
 
 
 # -- per-step work, measured as counts, at step 100 and at step 1,000 ---------------------

@@ -29,9 +29,11 @@ def commit(
     ``conditions`` may already hold the fence (a child start's fragment does): it is added
     once however the batch was put together.
     """
-    with rt.fence.exclusive(workflow_id):
-        rt.fence.flush(workflow_id)  # a step a head commit left inline lands first (ADR 0037)
-        fenced = merge_conditions(conditions, rt.fence.conditions(workflow_id))
+    fence = rt.fence
+    with fence.exclusive(workflow_id):
+        fence.flush(workflow_id)  # a step a head commit left inline lands first (ADR 0037)
+        extra = fence.conditions(workflow_id)
+        fenced = merge_conditions(conditions, extra) if extra or len(conditions) > 1 else conditions
         if fenced:
             ok = rt.storage.conditional_batch(fenced, ops)
         else:

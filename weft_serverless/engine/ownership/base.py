@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Container, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ Drive = Callable[[str, str], object]
 """Drives a workflow now (id, why); what maintenance hands ``Ownership.maintain``."""
 
 TTL_SAFETY_MULTIPLIER = 3
+NO_LOCK: AbstractContextManager[object] = nullcontext()
 
 
 class EngineDeposedError(Exception):
@@ -227,12 +228,11 @@ class Ownership:
     def flush(self, workflow_id: str) -> None:
         """Write out what a head commit left inline, before any other write of the run."""
 
-    @contextmanager
-    def exclusive(self, workflow_id: str) -> Iterator[None]:
+    def exclusive(self, workflow_id: str) -> AbstractContextManager[object]:
         """Hold the run's writes still while a batch's fence is read and the batch sent (the
         fence of a run with a head changes with each plain step, which another thread of
-        this engine may be committing)."""
-        yield
+        this engine may be committing). A shared no-op here: every commit enters it."""
+        return NO_LOCK
 
     def before_activity(self, workflow_id: str) -> None:
         """An attempt of an activity is about to run in this engine's drive of

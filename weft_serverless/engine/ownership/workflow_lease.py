@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from weft_serverless.codec import decode
 from weft_serverless.errors import (
@@ -26,6 +26,7 @@ from ..run_head import FENCE_EPOCH, Head, Unwritten
 from ..telemetry import warn
 from .base import (
     HEAD_LAYOUT,
+    NO_LOCK,
     EngineDeposedError,
     Fragment,
     Mode,
@@ -55,14 +56,9 @@ class WorkflowLease(Takeover):
             return [Condition(keys.owner_head_key(workflow_id), claim.head)]
         return [Condition(keys.owner_epoch_key(workflow_id), claim.epoch_bytes)]
 
-    @contextmanager
-    def exclusive(self, workflow_id: str) -> Iterator[None]:
+    def exclusive(self, workflow_id: str) -> AbstractContextManager[object]:
         claim = self.claims.get(workflow_id)
-        if claim is None:
-            yield
-            return
-        with claim.writes:
-            yield
+        return NO_LOCK if claim is None else claim.writes
 
     def confirm_history(
         self,

@@ -107,7 +107,8 @@ class StepScope(ABC):
         self.history.note(ops)
         for callback in done.after_commit:
             callback()
-        commit_cleanup(self.rt, self.workflow_id, left)
+        if left:
+            commit_cleanup(self.rt, self.workflow_id, left)
 
     def park(
         self,
@@ -139,7 +140,8 @@ class StepScope(ABC):
 
     def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
-        done.cleanup.extend(timers.stale_timer_deletes(self.history, slot, self.rt.now()))
+        if self.history.pending or self.history.attempts:  # else nothing can be stale
+            done.cleanup.extend(timers.stale_timer_deletes(self.history, slot, self.rt.now()))
         return done
 
     def log_warning(self, message: str) -> None:
