@@ -35,7 +35,7 @@ from weft_serverless.storage.base import (
 )
 from weft_serverless.testing import DEFAULT_START, DelegatingStorage, SimulatedCrash, VirtualClock
 from weft_serverless.testing.sim_records import JournalEntry
-from weft_serverless.testing.sim_steps import StepLedger
+from weft_serverless.testing.sim_steps import StepLedger, workflow_of
 
 Opener = Callable[[], Storage]
 
@@ -263,18 +263,12 @@ def counter(engine: Engine, name: str) -> int:
 # -- journal invariants --------------------------------------------------------------------------
 
 
-def _workflow_of(key: Key) -> str | None:
-    if not key.partition.startswith("wf#"):
-        return None
-    return keys.dec(key.partition[3:])
-
-
 def _is_owner_record(key: Key) -> bool:
-    return _workflow_of(key) is not None and key.sort.startswith(OWNER_RECORD_PREFIXES)
+    return workflow_of(key) is not None and key.sort.startswith(OWNER_RECORD_PREFIXES)
 
 
 def _is_op_record(key: Key) -> bool:
-    return _workflow_of(key) is not None and key.sort.startswith(keys.OP_PREFIX)
+    return workflow_of(key) is not None and key.sort.startswith(keys.OP_PREFIX)
 
 
 def fencing_violations(journal: Journal) -> list[str]:
@@ -304,7 +298,7 @@ def step_commit_epochs(write: Write) -> dict[str, int]:
     """``step_commits`` with the epoch each is committed on (``partition/op#slot``)."""
     slots: dict[str, int] = {}
     for op in write.ops:
-        wf = _workflow_of(op.key)
+        wf = workflow_of(op.key)
         if wf is None or not isinstance(op, Put):
             continue
         if op.key == keys.owner_head_key(wf):

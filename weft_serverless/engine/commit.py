@@ -64,11 +64,13 @@ def commit_on_head(
 
 
 def cleanup_chunks(rt: Runtime, workflow_id: str, cleanup: Sequence[Op]) -> list[list[Op]]:
-    """``cleanup`` in batches that fit beside the fence, for ``commit_cleanup``."""
-    fence = rt.fence.conditions(workflow_id)
-    size = max(1, rt.storage.capabilities().max_batch_ops - len(fence))
-    extra = list({op.key: op for op in cleanup}.values())
-    return [extra[start : start + size] for start in range(0, len(extra), size)]
+    """``cleanup`` (each key once) in batches that fit beside the fence, for
+    ``commit_cleanup``; nothing to clean costs nothing (every plain step asks)."""
+    if not cleanup:
+        return []
+    size = max(1, rt.storage.capabilities().max_batch_ops - len(rt.fence.conditions(workflow_id)))
+    unique = list({op.key: op for op in cleanup}.values())
+    return [unique[start : start + size] for start in range(0, len(unique), size)]
 
 
 def commit_step(
@@ -95,9 +97,7 @@ def commit_step(
     limit = rt.storage.capabilities().max_batch_ops
     room = max(0, limit - len(taken))
     commit(rt, workflow_id, conditions, [*ops, *extra[:room]])
-    size = max(1, limit - len(fence))
-    rest = extra[room:]
-    return [rest[start : start + size] for start in range(0, len(rest), size)]
+    return cleanup_chunks(rt, workflow_id, extra[room:])
 
 
 def commit_cleanup(rt: Runtime, workflow_id: str, chunks: Sequence[Sequence[Op]]) -> None:

@@ -96,7 +96,7 @@ def _drive_once(
         return None if history is None else history.state.status
     fields.workflow_type = history.state.type
     if not request.read_only:
-        rt.fence.confirm_history(workflow_id, history.owner_epoch, history.head, history.unwritten)
+        rt.fence.confirm_history(workflow_id, history)
         continuation.forget_earlier_runs(rt, history)
     definition = rt.definitions.get(history.state.type)
     if definition is None:

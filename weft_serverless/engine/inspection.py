@@ -22,7 +22,7 @@ from weft_serverless.codec import decode, jsonable
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
-from .ownership import HEAD_LAYOUT
+from .ownership.base import marker_mode
 from .records import History, failed_attempts, load_history
 from .run_head import Head
 
@@ -212,7 +212,7 @@ def stored_ownership_mode(storage: Storage) -> Mode:
     mode = decode(marker).get("mode")
     if mode == "lease":
         return "lease"
-    if mode in ("workflow-lease", HEAD_LAYOUT):
+    if marker_mode(mode) == "workflow-lease":  # either layout (ADR 0037)
         return "workflow-lease"
     return "none"
 

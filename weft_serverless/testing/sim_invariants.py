@@ -18,19 +18,13 @@ from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Key, Put
+from weft_serverless.storage.base import Put
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
-from weft_serverless.testing.sim_steps import StepLedger
+from weft_serverless.testing.sim_steps import StepLedger, workflow_of
 from weft_serverless.testing.sim_workload import COMMANDS, Where
 from weft_serverless.testing.sim_world import LATE_PASSES, RENEW, World
 
 Checker = Callable[[World], list[str]]
-
-
-def _workflow_of(key: Key) -> str | None:
-    if key.partition.startswith("wf#"):
-        return keys.dec(key.partition[3:])
-    return None
 
 
 def _all_ids(world: World) -> Iterator[str]:
@@ -38,7 +32,7 @@ def _all_ids(world: World) -> Iterator[str]:
     seen: set[str] = set()
     for entry in world.journal:
         for op in entry.ops:
-            wf = _workflow_of(op.key)
+            wf = workflow_of(op.key)
             if wf is not None and op.key.sort == keys.STATE and wf not in seen:
                 seen.add(wf)
                 yield wf
@@ -74,7 +68,7 @@ def terminal_runs_hold_no_claim(world: World) -> list[str]:
             continue
         touched = set()
         for op in entry.ops:
-            wf = _workflow_of(op.key)
+            wf = workflow_of(op.key)
             if wf is None:
                 continue
             touched.add(wf)

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import (
@@ -26,7 +26,9 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
 
 from ..clock_skew import ClockGuard
-from ..run_head import Unwritten
+
+if TYPE_CHECKING:
+    from ..records import History
 from ..telemetry import Metrics
 
 Mode = Literal["none", "lease", "workflow-lease"]
@@ -197,16 +199,11 @@ class Ownership:
     def prepare_wake(self, workflow_id: str, kind: str, *, explicit: bool = False) -> Verdict:
         return "drive"
 
-    def confirm_history(
-        self,
-        workflow_id: str,
-        owner_epoch: bytes | None,
-        head: bytes | None = None,
-        unwritten: Unwritten | None = None,
-    ) -> None:
-        """A drive read ``owner_epoch`` (and the run's head, with the step it has still to
-        write out) with the run's history: raise ``EngineDeposedError`` if it shows this
-        engine no longer owns the run, before anything runs on that read."""
+    def confirm_history(self, workflow_id: str, history: History) -> None:
+        """A drive read the run's history, its owner epoch and head with it: raise
+        ``EngineDeposedError`` if it shows this engine no longer owns the run, before
+        anything runs on that read (and take up the head and the step it has still to write
+        out)."""
 
     def commit_epoch(self, workflow_id: str) -> int | None:
         """The epoch this engine commits ``workflow_id``'s steps on, when the run commits

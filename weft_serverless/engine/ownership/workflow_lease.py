@@ -21,7 +21,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
-from ..records import RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from ..records import RUNNING, SUSPENDED, TERMINAL, History, WorkflowState
 from ..run_head import FENCE_EPOCH, Head, Unwritten
 from ..telemetry import warn
 from .base import (
@@ -60,13 +60,7 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         return NO_LOCK if claim is None else claim.writes
 
-    def confirm_history(
-        self,
-        workflow_id: str,
-        owner_epoch: bytes | None,
-        head: bytes | None = None,
-        unwritten: Unwritten | None = None,
-    ) -> None:
+    def confirm_history(self, workflow_id: str, history: History) -> None:
         """The epoch read with the history must be this claim's own.
 
         The wake check proves ownership when the drive was decided; the history is read after
@@ -78,8 +72,9 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None:
             raise EngineDeposedError(workflow_id)
+        head = history.head
         if head is None:
-            if owner_epoch != claim.epoch_bytes:
+            if history.owner_epoch != claim.epoch_bytes:
                 raise EngineDeposedError(workflow_id)
             return
         # A run with a head carries its epoch there (claims move only the head). Read with
@@ -88,7 +83,7 @@ class WorkflowLease(Takeover):
         if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
             raise EngineDeposedError(workflow_id)
         with claim.writes:
-            claim.head, claim.unwritten = head, unwritten
+            claim.head, claim.unwritten = head, history.unwritten
 
     def commit_epoch(self, workflow_id: str) -> int | None:
         claim = self.claims.get(workflow_id)
