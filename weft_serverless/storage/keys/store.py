@@ -111,6 +111,15 @@ def outbox_key(at: float, workflow_id: str, event_id: str) -> Key:
     return Key(outbox_partition(shard), f"{ms(at):016d}#{enc(workflow_id)}#{enc(event_id)}")
 
 
+EVENT_DEAD_LETTER_PARTITION = "outbox-dead"
+
+
+def event_dead_letter_key(workflow_id: str, at: float, event_id: str) -> Key:
+    """An event the sink kept refusing, moved out of the outbox; one partition, so listing
+    them is one range read (by run: a prefix), and outside the run's so a purge keeps it."""
+    return Key(EVENT_DEAD_LETTER_PARTITION, f"{enc(workflow_id)}#{ms(at):016d}#{enc(event_id)}")
+
+
 # -- bulk operations (ADR 0031) --------------------------------------------------------------
 
 BULK_PARTITION = "bulk"
