@@ -132,7 +132,17 @@ def bulk_key(operation_id: str) -> Key:
     return Key(BULK_PARTITION, enc(operation_id))
 
 
+BULK_RUN_PREFIX = "bulkrun#"
+
+
 def bulk_run_key(operation_id: str, workflow_id: str) -> Key:
     """Marks a run an operation retried, written in the retry's batch: a resumed operation
-    that meets the run failed again does not retry it twice."""
-    return Key("bulkrun#" + enc(operation_id), enc(workflow_id))
+    that meets the run failed again does not retry it twice. It lives in the run's
+    partition, so purging the run deletes it (a run's replay reads no such record)."""
+    return Key(workflow_partition(workflow_id), BULK_RUN_PREFIX + enc(operation_id))
+
+
+def legacy_bulk_run_key(operation_id: str, workflow_id: str) -> Key:
+    """Where operations stored before markers moved into the run's partition keep marking
+    the runs they retry (one partition per operation, never purged)."""
+    return Key(BULK_RUN_PREFIX + enc(operation_id), enc(workflow_id))
