@@ -82,12 +82,29 @@ def failure_rows(failures: Sequence[dict[str, Any]]) -> list[list[Any]]:
         [
             failure["step"],
             failure["activity"],
-            failure["attempt"],
+            _attempt(failure),
             timestamp(failure["failed_at"]),
             f"{failure['error_type']}: {failure['message']}",
         ]
         for failure in failures
     ]
+
+
+def _attempt(failure: dict[str, Any]) -> str:
+    """The attempt's number, and the retry of the run it came after, if any."""
+    after = failure.get("after_retries") or 0
+    return f"{failure['attempt']}" + (f" (after retry {after})" if after else "")
+
+
+def tracebacks(failures: Sequence[dict[str, Any]]) -> str:
+    """The kept traceback of each failed attempt that has one, indented under its name."""
+    blocks = []
+    for failure in failures:
+        text = failure.get("traceback")
+        if text:
+            lines = "\n".join("  " + line for line in str(text).rstrip("\n").splitlines())
+            blocks.append(f"step {failure['step']}, attempt {_attempt(failure)}:\n{lines}")
+    return "\n\n".join(blocks)
 
 
 FAILURE_HEADERS = ("STEP", "ACTIVITY", "ATTEMPT", "FAILED (UTC)", "ERROR")
