@@ -79,7 +79,8 @@ COMPONENTS: dict[str, Schema] = {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
                 "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
-                "by step, the newest 10 retried ones of each step and its final failure.",
+                "by step, the newest 10 retried ones of each step and each final failure "
+                "(a retry of the run keeps the one it ran again).",
             },
             "teardown": {
                 "type": "object",
@@ -115,9 +116,25 @@ COMPONENTS: dict[str, Schema] = {
             "failed_at": {"type": ["number", "null"], "description": "Epoch seconds."},
             "retry_at": {
                 "type": ["number", "null"],
-                "description": "When the next attempt is due; null after the last one.",
+                "description": "When the next attempt is due (a retry of the run, for a final "
+                "failure it ran again); null after the last one.",
             },
-        }
+            "started_at": {
+                "type": ["number", "null"],
+                "description": "When the attempt started (epoch seconds); null if not kept.",
+            },
+            "traceback": {
+                "type": ["string", "null"],
+                "description": "Where the activity raised: its innermost frames, at most "
+                "2,048 bytes; null for a timeout or a failure reported from outside.",
+            },
+            "after_retries": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "How many retries of the run came before this attempt.",
+            },
+        },
+        ["step", "slot", "activity", "attempt", "error_type", "message", "failed_at", "retry_at"],
     ),
     "WorkflowSummary": _obj(
         {

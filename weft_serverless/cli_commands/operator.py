@@ -160,8 +160,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print("no steps recorded yet")
     if failures:
-        print("\nfailed attempts (newest 10 retried ones per step, and a final failure):")
+        print("\nfailed attempts (newest 10 retried ones per step, and each final failure):")
         print(render.table(render.FAILURE_HEADERS, render.failure_rows(failures)))
+        if render.tracebacks(failures):
+            print("\ntracebacks:\n" + render.tracebacks(failures))
     if description.teardown is not None:
         _print_teardown(description.teardown)
     return 0

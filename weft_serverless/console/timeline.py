@@ -7,7 +7,8 @@ percentages computed here, on the server, and no script draws anything.
 
 Only committed times are stored (ADR 0032): a step's start is not, so a step is taken to
 start when the step before it committed (or the run started), which is when the workflow
-code yielded it. Branches of an ``all``/``race`` start with their parent step.
+code yielded it, or when a retry of the run last ran it again (the time the run sat failed
+is not the step's). Branches of an ``all``/``race`` start with their parent step.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def build(
     rows = []
     for step in steps:
         before = [at for index, at in commits.items() if index < step.index]
-        began = max([start, *before])
+        began = max([start, *before, *([step.retried_at] if step.retried_at else [])])
         ended = step.committed_at
         stop = ended if ended is not None else (end if terminal else now)
         left = min(100.0 - MIN_BAR_PERCENT, max(0.0, (began - start) / span * 100))

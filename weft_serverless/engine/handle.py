@@ -18,6 +18,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 
 from . import concurrency, finalizers
+from .attempt_history import failed_attempts
 from .records import (
     CANCELLED,
     COMPLETED,
@@ -25,7 +26,6 @@ from .records import (
     TERMINAL,
     TIMED_OUT,
     WorkflowState,
-    failed_attempts,
     load_history,
 )
 from .runtime import Runtime

@@ -24,6 +24,7 @@ from weft_serverless.errors_activity import TimeoutKind
 from weft_serverless.storage import keys
 from weft_serverless.workflow import ActivityDefinition
 
+from .. import tracebacks
 from ..records import cut_message
 from ..runtime import Runtime
 
@@ -50,6 +51,7 @@ class AttemptResult:
     message: str = ""
     retryable: bool = True
     timeout: TimeoutKind | None = None
+    traceback: str | None = None  # of the exception the activity raised (bounded)
 
 
 class Ran:
@@ -232,6 +234,7 @@ def result_of(rt: Runtime, attempt: Attempt) -> AttemptResult:
             error_type=type(exc).__name__,
             message=cut_message(str(exc)),
             retryable=cmd.retry.is_retryable(names, exc),
+            traceback=tracebacks.of(exc),
         )
     else:
         if context.async_token is not None:
