@@ -45,6 +45,25 @@ def run_fields(workflow_id: str) -> Iterator[RunFields]:
         _current_run.reset(token)
 
 
+@contextmanager
+def attempt_fields(step: str) -> Iterator[None]:
+    """Inside the block (an attempt on an activity thread or task, run in a copy of its
+    drive's context) lines carry the drive's run with the attempt's own ``step``: by the
+    time they are written the drive may be advancing another branch."""
+    drive = _current_run.get()
+    if drive is None:
+        yield
+        return
+    fields = RunFields(drive.workflow_id)
+    fields.workflow_type = drive.workflow_type
+    fields.step = lambda: step
+    token = _current_run.set(fields)
+    try:
+        yield
+    finally:
+        _current_run.reset(token)
+
+
 class _AddRunFields(logging.Filter):
     """Adds ``workflow_id``, ``workflow_type`` and ``step`` to each record written inside a
     drive, as record attributes: structured fields for any JSON formatter (powertools'
