@@ -45,23 +45,18 @@ def run_fields(workflow_id: str) -> Iterator[RunFields]:
         _current_run.reset(token)
 
 
-@contextmanager
-def attempt_fields(step: str) -> Iterator[None]:
-    """Inside the block (an attempt on an activity thread or task, run in a copy of its
-    drive's context) lines carry the drive's run with the attempt's own ``step``: by the
-    time they are written the drive may be advancing another branch."""
+def pin_step(step: Callable[[], str | None]) -> None:
+    """Lines written from here on carry the drive's run with ``step`` as their step.
+
+    For an attempt on an activity thread or task, which runs in a copy of its drive's
+    context made for it alone (dropped afterwards, so nothing is reset): by the time a line
+    is written the drive may be advancing another branch.
+    """
     drive = _current_run.get()
-    if drive is None:
-        yield
-        return
-    fields = RunFields(drive.workflow_id)
-    fields.workflow_type = drive.workflow_type
-    fields.step = lambda: step
-    token = _current_run.set(fields)
-    try:
-        yield
-    finally:
-        _current_run.reset(token)
+    if drive is not None:
+        fields = RunFields(drive.workflow_id)
+        fields.workflow_type, fields.step = drive.workflow_type, step
+        _current_run.set(fields)
 
 
 class _AddRunFields(logging.Filter):

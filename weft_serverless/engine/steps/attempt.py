@@ -27,7 +27,7 @@ from weft_serverless.workflow import ActivityDefinition
 
 from ..records import cut_message
 from ..runtime import Runtime
-from ..telemetry import attempt_fields
+from ..telemetry import pin_step
 
 if TYPE_CHECKING:  # futures are imported by the first attempt that runs off the drive's thread
     from concurrent.futures import Future
@@ -99,6 +99,10 @@ class Attempt:
         self.future: Future[Any] | Ran = _NOT_STARTED
         self.job: Job | None = None
         self.span: Any = None  # its trace span, when the engine has a tracer
+
+    def step(self) -> str:
+        """The step it runs, as log lines and spans name it (``3``, ``1 (branch 2)``)."""
+        return keys.describe_slot(self.context.slot)
 
     def beaten(self, now: float) -> None:
         """A heartbeat arrived: the heartbeat timeout counts from here."""
@@ -209,9 +213,9 @@ def _call_on_thread(
     rt: Runtime, attempt: Attempt, activity: ActivityDefinition, args: tuple[Any, ...]
 ) -> Any:
     set_current(attempt.context)
+    pin_step(attempt.step)
     try:
-        with attempt_fields(keys.describe_slot(attempt.context.slot)):
-            return _call(rt, attempt, activity, args)
+        return _call(rt, attempt, activity, args)
     finally:
         set_current(None)
 
@@ -226,7 +230,7 @@ def _open_span(rt: Runtime, attempt: Attempt, runs_on: RunsOn) -> None:
         {
             "weft.workflow_id": context.workflow_id,
             "weft.activity": context.activity,
-            "weft.step": keys.describe_slot(context.slot),
+            "weft.step": attempt.step(),
             "weft.attempt": context.attempt,
         },
         runs_on,
@@ -243,12 +247,12 @@ async def _run_async(
     rt: Runtime, activity: ActivityDefinition, args: tuple[Any, ...], attempt: Attempt
 ) -> Any:
     set_current(attempt.context)  # this task's own context: other attempts on the loop keep theirs
+    pin_step(attempt.step)
     span = attempt.span
-    with attempt_fields(keys.describe_slot(attempt.context.slot)):
-        if span is None or rt.tracer is None:
-            return await activity.fn(*args)
-        with rt.tracer.activated(span):
-            return await activity.fn(*args)
+    if span is None or rt.tracer is None:
+        return await activity.fn(*args)
+    with rt.tracer.activated(span):
+        return await activity.fn(*args)
 
 
 def give_up(rt: Runtime, attempt: Attempt, outcome: str = CANCELLED) -> None:
