@@ -6,8 +6,8 @@ on ``MemoryStorage``: without a tracer; with an SDK tracer whose spans all go to
 in-memory exporter (``SimpleSpanProcessor``, the exporter's cost included); and with
 ``ParentBased(ALWAYS_OFF)``, where the run's ``weft start`` span is dropped and every span
 after it is a non-recording one. Also the cost of a ``start`` (the start span is made and
-ended inside it). Median of ``--runs`` runs; asserts nothing. Needs ``opentelemetry-sdk``
-(a dev dependency). Run: ``python bench/tracing.py``.
+ended inside it). Median of ``--runs`` runs, the tracers interleaved run by run; asserts
+nothing. Needs ``opentelemetry-sdk`` (a dev dependency). Run: ``python bench/tracing.py``.
 """
 
 from __future__ import annotations
@@ -71,20 +71,18 @@ def tracers() -> dict[str, Callable[[], Any]]:
     }
 
 
-def per_unit(tracer: Any, flow: str, size: int, runs: int) -> float:
-    """Median µs per step (``seq``), per branch (``fan``) or per start (``park``)."""
-    samples = []
-    for run in range(runs):
-        engine = Engine.create(MemoryStorage(), FLOWS, background_tasks="manual", tracer=tracer)
-        began = time.perf_counter()
-        if flow == "park":
-            for index in range(size):
-                engine.start("park", id=f"p-{run}-{index}")
-        else:
-            engine.start(flow, size, id=f"{flow}-{run}").result()
-        samples.append((time.perf_counter() - began) / size * 1e6)
-        engine.close()
-    return statistics.median(samples)
+def per_unit(tracer: Any, flow: str, size: int, run: int) -> float:
+    """µs per step (``seq``), per branch (``fan``) or per start (``park``) of one run."""
+    engine = Engine.create(MemoryStorage(), FLOWS, background_tasks="manual", tracer=tracer)
+    began = time.perf_counter()
+    if flow == "park":
+        for index in range(size):
+            engine.start("park", id=f"p-{run}-{index}")
+    else:
+        engine.start(flow, size, id=f"{flow}-{run}").result()
+    elapsed = (time.perf_counter() - began) / size * 1e6
+    engine.close()
+    return elapsed
 
 
 def main() -> None:
@@ -100,11 +98,15 @@ def main() -> None:
         f"a start of a run that parks ({args.starts})"
     )
     print(f"{'tracer':<28} {'step':>8} {'branch':>8} {'start':>8}")
-    for name, make in tracers().items():
-        tracer = make()
-        step = per_unit(tracer, "seq", args.steps, args.runs)
-        branch = per_unit(tracer, "fan", args.branches, args.runs)
-        start = per_unit(tracer, "park", args.starts, args.runs)
+    made = {name: make() for name, make in tracers().items()}
+    sizes = {"seq": args.steps, "fan": args.branches, "park": args.starts}
+    samples: dict[tuple[str, str], list[float]] = {}
+    for run in range(args.runs):  # interleaved, so a busy moment hits every tracer alike
+        for name, tracer in made.items():
+            for flow, size in sizes.items():
+                samples.setdefault((name, flow), []).append(per_unit(tracer, flow, size, run))
+    for name in made:
+        step, branch, start = (statistics.median(samples[(name, f)]) for f in sizes)
         print(f"{name:<28} {step:>8.1f} {branch:>8.1f} {start:>8.1f}")
 
 
