@@ -122,7 +122,7 @@ def _drive_once(
     state = history.state
     return rt.tracer.drive(
         workflow_id,
-        traceparent_of(state.extra, workflow_id, state.created_at),
+        traceparent_of(rt.tracer, state.extra, workflow_id, state.created_at),
         {"weft.workflow_id": workflow_id, "weft.workflow_type": state.type, "weft.run": state.run},
         lambda: _advance(rt, history, definition, runner, request),
     )
