@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from weft_serverless import Engine
 
-from weft_serverless import dev_events
+from weft_serverless import dev_events, dev_requests
+from weft_serverless.aws.route_types import MAX_BODY_BYTES
 from weft_serverless.cli_commands.target import make_workflows_importable
 from weft_serverless.dev_moto import LockedMotoServer
 from weft_serverless.lambda_events import (
@@ -49,6 +50,7 @@ from weft_serverless.lambda_events import (
     rest_event,
     scheduled_event,
 )
+from weft_serverless.loopback import LOOPBACK_NAMES
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -63,7 +65,6 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +256,16 @@ class DevServer:
         began = time.monotonic()
         method, target = str(environ["REQUEST_METHOD"]), _target(environ)
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            start_response("400 Bad Request", [("Content-Type", "text/plain")])
-            return [b"bad Content-Length"]
-        body = environ["wsgi.input"].read(length) if length > 0 else b""
-        address = str(environ.get("REMOTE_ADDR") or "127.0.0.1")
-        event = rest_event(method, target, _headers(environ), body, address)
-        status, headers, payload = self.call_api(event)
+            dev_requests.check_sender(environ, self.config.host in LOOPBACK_NAMES)
+            body = dev_requests.read_body(environ, MAX_BODY_BYTES)
+            dev_requests.check_body_type(environ, body)
+        except dev_requests.Refused as refused:
+            status, headers = refused.status, [("Content-Type", "application/json")]
+            payload = json.dumps(refused.body()).encode()
+        else:
+            address = str(environ.get("REMOTE_ADDR") or "127.0.0.1")
+            event = rest_event(method, target, _headers(environ), body, address)
+            status, headers, payload = self.call_api(event)
         headers.append(("Content-Length", str(len(payload))))
         start_response(f"{status} {_phrase(status)}", headers)
         elapsed = (time.monotonic() - began) * 1000
@@ -325,7 +328,7 @@ class DevServer:
             f"--workflows {self.config.workflows}",
             "Ctrl-C to stop.",
         ]
-        if self.config.host not in LOOPBACK:
+        if self.config.host not in LOOPBACK_NAMES:
             lines.insert(1, "  WARNING: not bound to loopback; this API has no authentication")
         return "\n".join(lines)
 

@@ -61,7 +61,6 @@ def cmd_console(args: argparse.Namespace) -> int:
     try:
         from weft_serverless.console.app import Console, create_app
         from weft_serverless.console.server import bind, serve
-        from weft_serverless.console.state import LOOPBACK_NAMES
     except ImportError as exc:
         from weft_serverless.errors import ConfigurationError
 
@@ -69,6 +68,8 @@ def cmd_console(args: argparse.Namespace) -> int:
             f"weft console needs the console extra ({exc.name} is missing): "
             "pip install 'weft-serverless[console]'"
         ) from None
+    from weft_serverless.loopback import LOOPBACK_NAMES
+
     workflows = load_workflows(args.workflows) if args.workflows else None
     samples = _samples(args.workflows) if args.workflows else {}
     with operator_engine(args, writes=not args.read_only, workflows=workflows) as engine:
