@@ -1,4 +1,5 @@
-"""What ``weft dev`` accepts at its door, before a request becomes an API Gateway event.
+"""What ``weft dev`` accepts at its door, and what of a request goes into the API Gateway event
+(its body, headers and target, as API Gateway passes them).
 
 Deployed, API Gateway authenticates every request (IAM) and reads every body, whether it has
 a ``Content-Length`` or comes in chunks. ``weft dev`` has no authentication, so it answers
@@ -94,3 +95,28 @@ def check_body_type(environ: Mapping[str, Any], body: bytes) -> None:
         f"the body's Content-Type {said}; every route takes JSON: send "
         "Content-Type: application/json (curl: -H 'content-type: application/json')",
     )
+
+
+def headers(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The request's headers from a WSGI environ, in the spelling clients send."""
+    found = []
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            name = key[5:]
+        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
+            name = key
+        else:
+            continue
+        found.append(("-".join(part.capitalize() for part in name.split("_")), str(value)))
+    return found
+
+
+def target(environ: Mapping[str, Any]) -> str:
+    """The request target as sent (still percent-encoded), as API Gateway passes the path."""
+    raw = environ.get("REQUEST_URI") or environ.get("RAW_URI")
+    if raw:
+        return str(raw)
+    from urllib.parse import quote
+
+    query = environ.get("QUERY_STRING")
+    return quote(str(environ.get("PATH_INFO") or "/")) + (f"?{query}" if query else "")
