@@ -46,10 +46,11 @@ class LockedMotoServer:
             from werkzeug.serving import make_server
         except ImportError:
             from weft_serverless.errors import ConfigurationError
+            from weft_serverless.hints import install_extra
 
             raise ConfigurationError(
-                "weft dev runs DynamoDB locally with moto, which is not installed; "
-                "pip install 'weft-serverless[local]'"
+                "weft dev runs DynamoDB locally with moto, which is not installed: "
+                f"{install_extra('local')}"
             ) from None
         from weft_serverless.testing_moto import serialise_moto
 

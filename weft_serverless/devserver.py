@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from weft_serverless import Engine
 
-from weft_serverless import dev_events, dev_requests
+from weft_serverless import dev_events, dev_requests, hints
 from weft_serverless.aws.route_types import MAX_BODY_BYTES
 from weft_serverless.cli_commands.target import make_workflows_importable
 from weft_serverless.dev_moto import LockedMotoServer
@@ -299,6 +299,7 @@ class DevServer:
         """What to print once everything is up: where, what, and a first command to try."""
         kind = next(iter(self.samples), self.workflow_types[0] if self.workflow_types else "x")
         body = json.dumps({"workflow_type": kind, "input": self.samples.get(kind, {})})
+        weft = hints.program("weft")
         lines = [
             f"weft dev listening on {self.url}",
             f"  workflows   {self.config.workflows}: {', '.join(self.workflow_types) or '-'}",
@@ -310,11 +311,12 @@ class DevServer:
             f"      -d '{body}'",
             f"    curl -s '{self.url}/workflows?limit=10'",
             f"    curl -s '{self.url}/workflows/ID/events'   # published ones print here",
-            "  operator CLI (another shell):",
+            "  operator CLI (another shell, in this directory):",
             f"    WEFT_TABLE_NAME={self.config.table} WEFT_DYNAMODB_ENDPOINT={self.endpoint} "
-            "weft list",
-            "  web console (another shell; pip install 'weft-serverless[console]'):",
-            f"    weft console --table {self.config.table} --endpoint-url {self.endpoint} "
+            f"{weft} list",
+            "  web console (another shell, in this directory):",
+            *([] if _has_console() else [f"    {hints.install_extra('console')}"]),
+            f"    {weft} console --table {self.config.table} --endpoint-url {self.endpoint} "
             f"--workflows {self.config.workflows}",
             "Ctrl-C to stop.",
         ]
@@ -334,6 +336,13 @@ class _UntilStopped:
 
     def get_remaining_time_in_millis(self) -> int:
         return 0 if self._stopping.is_set() else int(self._context.get_remaining_time_in_millis())
+
+
+def _has_console() -> bool:
+    """Whether the console's extra (Flask) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("flask") is not None
 
 
 def _phrase(status: int) -> str:
