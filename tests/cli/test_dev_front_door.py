@@ -129,7 +129,7 @@ def test_a_foreign_host_name_is_refused(base: str) -> None:
 
 
 def test_a_page_of_another_site_is_refused(base: str) -> None:
-    """The request of the issue: a cross-site page cancelling a run (no preflight needed for
+    """The attack it stops: a cross-site page cancelling a run (no preflight needed for
     a bodyless or ``text/plain`` POST); refused by its Origin even with a JSON type."""
     start(base, "origin-1")
     for origin in ("https://attacker.example", "null", "http://localhost.attacker.example"):
