@@ -13,6 +13,8 @@ from typing import Any
 
 from flask import Flask, request
 
+from weft_serverless.loopback import host_name
+
 from . import formatting, run_page, runs_page, schedules_page, start_form
 from .state import CONSOLE_KEY, Console, current_console
 
@@ -49,13 +51,6 @@ def refuse_other_hosts() -> tuple[str, int] | None:
     if host not in allowed:
         return f"refused: this console answers {', '.join(sorted(allowed))} only", 403
     return None
-
-
-def host_name(host: str) -> str:
-    """The name in a Host header, without its port: ``[::1]:8484`` is ``::1``."""
-    if host.startswith("["):
-        return host[1:].split("]", 1)[0].lower()
-    return host.rsplit(":", 1)[0].lower()
 
 
 def refuse_cross_site_posts() -> tuple[str, int] | None:
