@@ -47,3 +47,25 @@ def test_a_parked_run_is_cancelled_from_its_page(page: Any, live_url: str, engin
     page.get_by_test_id("action-cancel").click()  # the fixture accepts the confirmation
     expect(page.get_by_test_id("run-status")).to_have_text("cancelled")
     assert engine.describe("rem-1").status == "cancelled"
+
+
+def test_a_payload_corrected_after_a_json_error_is_sent(
+    page: Any, live_url: str, engine: Engine
+) -> None:
+    """The editor said "not JSON" and kept saying it: the corrected payload was never sent
+    until a reload. Typing clears the complaint; the next send checks the text again."""
+    engine.start("order", SAMPLE_ORDER, id="order-1")
+    page.goto(f"{live_url}runs/order-1")
+    page.get_by_test_id("signal-name").fill("ship")
+    payload = page.get_by_test_id("signal-payload")
+    payload.fill("{carrier: express}")
+    page.get_by_test_id("signal-send").click()
+    assert payload.evaluate("editor => editor.validationMessage").startswith("not JSON: ")
+    expect(page.get_by_test_id("outcome")).to_have_count(0)  # nothing was sent
+    assert engine.describe("order-1").status == "running"
+
+    payload.fill('{"carrier": "express"}')
+    assert payload.evaluate("editor => editor.validationMessage") == ""
+    page.get_by_test_id("signal-send").click()
+    expect(page.get_by_test_id("outcome")).to_have_text("signal sent; the run is completed")
+    assert engine.describe("order-1").result["carrier"] == "express"

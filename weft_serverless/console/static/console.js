@@ -17,6 +17,12 @@ document.addEventListener("htmx:confirm", (event) => {
   }
 });
 
+// Editing a JSON editor withdraws its complaint: while a complaint stands the browser
+// refuses to submit the form, so the corrected text would never reach the check above.
+document.addEventListener("input", (event) => {
+  if (event.target.matches("textarea[data-json]")) event.target.setCustomValidity("");
+});
+
 // A refused action answers 4xx with its outcome as HTML: show it where the operator clicked
 // (htmx drops error answers by default).
 document.addEventListener("htmx:beforeSwap", (event) => {
