@@ -81,6 +81,21 @@ COMPONENTS: dict[str, Schema] = {
                 "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
                 "by step, the newest 10 retried ones of each step and its final failure.",
             },
+            "waiting_for": {
+                "type": ["object", "null"],
+                "properties": {
+                    name: {"type": "array", "items": {"type": "string"}}
+                    for name in ("signals", "updates", "queries")
+                },
+                "required": ["signals", "updates", "queries"],
+                "description": "Only on GET /workflows/{workflow_id} (and the answers of "
+                "suspend, resume and retry): what a running or suspended run waits for now, "
+                "found by replaying its history read-only as a query does: the signals its "
+                "parked step waits on (unfinished branches included) and the updates and "
+                "queries its handlers answer. null when the run is pending or finished, or "
+                "the deployment does not register its type. A signal of another name is "
+                "kept until the run waits for it.",
+            },
             "teardown": {
                 "type": "object",
                 "description": "Only when the run's end armed a teardown of its finalizers: "

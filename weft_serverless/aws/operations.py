@@ -19,6 +19,7 @@ from weft_serverless import (
     InvalidFilterError,
     WorkflowDescription,
     WorkflowNotRunningError,
+    waiting_for,
 )
 
 from .responses import bad_request
@@ -181,7 +182,10 @@ def _filters(query: dict[str, Any]) -> dict[str, Any]:
 
 
 def describe_workflow(request: Request) -> Reply:
-    return 200, workflow_json(request.engine.describe(request.workflow_id, attempts=True))
+    described = workflow_json(request.engine.describe(request.workflow_id, attempts=True))
+    waiting = waiting_for(request.engine, request.workflow_id)  # a read-only replay
+    described["waiting_for"] = None if waiting is None else waiting.as_json()
+    return 200, described
 
 
 def get_result(request: Request) -> Reply:
