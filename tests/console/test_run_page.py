@@ -256,7 +256,7 @@ def test_teardown_shows_each_finalizer(probe: tuple[Engine, FlaskClient]) -> Non
     assert text(flaky, "step-detail") == "the run was cancelled while it waited"
     assert text(flaky, "step-heartbeat").startswith("heartbeat of attempt 2")
     # Cancelled, but its teardown is not over: the section keeps refreshing.
-    assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s"
+    assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s, shown"
     assert texts(html, "finalizer-row") == [
         '1 undo pending 1 {"type":"RuntimeError","message":"undo broke"}'
     ]
@@ -300,7 +300,7 @@ def test_the_section_refreshes_itself_until_the_run_ends(
     engine.start("order", SAMPLE_ORDER, id="o1")
     section = html_of(client, "/runs/o1/section")
     assert section.lstrip().startswith("{#") is False
-    poll = re.search(r'hx-get="([^"]+)" hx-trigger="every 2s" hx-swap="outerHTML"', section)
+    poll = re.search(r'hx-get="([^"]+)" data-live hx-trigger="every 2s, shown"', section)
     assert poll is not None and poll.group(1).startswith("/runs/o1/section?shown=")
     engine.signal("o1", "ship", None)
     assert "hx-trigger" not in html_of(client, "/runs/o1/section")

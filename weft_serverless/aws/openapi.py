@@ -157,7 +157,14 @@ COMPONENTS: dict[str, Schema] = {
         {
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/WorkflowSummary"}},
             "next_cursor": NULLABLE_STRING,
-        }
+            "counts": {
+                "type": "array",
+                "items": _obj({"value": STATUS, "count": {"type": "integer"}}),
+                "description": "Only with ?counts=status: the runs per status that pass "
+                "every filter but status, largest first.",
+            },
+        },
+        ["items", "next_cursor"],
     ),
     "EventPage": _obj(
         {

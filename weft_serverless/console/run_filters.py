@@ -29,9 +29,6 @@ FORM_FIELDS = (
 )
 """The list filters of GET /workflows that the form offers, in the form's order."""
 TIME_FIELDS = ("started_after", "started_before")
-COUNT_FIELDS = ("workflow_type", "where", "tags", "started_after", "started_before", "id_prefix")
-"""The filters the per-status counts apply: all but the status (each chip is one status)
-and what only shapes a page (order, limit, cursor)."""
 DEFAULT_LIMIT = "50"
 """A page of 50 rows: enough to scan, small enough to render and refresh every 2 s."""
 
@@ -50,10 +47,6 @@ class RunFilters:
         if self.cursor is not None:
             query["cursor"] = self.cursor
         return query
-
-    def count_query(self) -> dict[str, str | float]:
-        """The query of ``count_workflows`` per status."""
-        return {"group_by": "status", **_api_query(self.form, COUNT_FIELDS)}
 
     def shown(self, name: str) -> str:
         """A field's value for the form: a start-time bound as ``datetime-local`` text (UTC)."""

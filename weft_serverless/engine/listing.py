@@ -11,7 +11,9 @@ the ``created#id`` of the last row returned; the next page starts after it.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from weft_serverless.errors_visibility import InvalidFilterError
@@ -42,6 +44,53 @@ def list_page(
         rows.append(row)
         last = suffix
     return rows, None
+
+
+def counted_page(
+    rt: Runtime, where: Filter, limit: int, cursor: str | None
+) -> tuple[list[WorkflowSummary], str | None, dict[str, int]]:
+    """``list_page`` and the runs per status under every filter but the status, from one
+    read of the index entries the counts need: a page beside its status counts (the
+    console's runs page, every few seconds) reads each status partition once, not twice."""
+    check_page(where.status, limit, cursor)
+    counting = replace(where, status=None)
+    keys_only = _keys_decide(counting)
+    newest = where.order == "newest"
+    counts: dict[str, int] = {}
+    streams: list[list[tuple[str, bytes, str | None]]] = []
+    for partition, prefix, status in _sources(counting):
+        low, high = _bounds(counting, prefix, None)
+        kept: deque[tuple[str, bytes, str | None]] = deque(maxlen=limit + 1 if newest else None)
+        for sort, value in rt.storage.scan(partition, prefix, gt=low, lt=high):
+            suffix = sort[len(prefix) :]
+            if keys_only:
+                if not _in_window(counting, suffix) or (
+                    counting.id_prefix is not None
+                    and not keys.status_entry_id(suffix).startswith(counting.id_prefix)
+                ):
+                    continue
+                found = status or ""  # a status partition names its status
+            else:
+                row = _row(counting, suffix, value, status)
+                if row is None:
+                    continue
+                found = row[1].status
+            counts[found] = counts.get(found, 0) + 1
+            after = cursor is None or (suffix < cursor if newest else suffix > cursor)
+            if after and where.status in (None, found) and (newest or len(kept) <= limit):
+                kept.append((suffix, value, found))
+        streams.append(list(reversed(kept)) if newest else list(kept))
+    merged = heapq.merge(*streams, key=lambda entry: entry[0], reverse=newest)
+    rows: list[WorkflowSummary] = []
+    last: str | None = None
+    for suffix, value, status in merged:
+        if len(rows) == limit:
+            return rows, last, counts
+        found_row = _row(where, suffix, value, status)
+        if found_row is not None:
+            rows.append(found_row[1])
+            last = suffix
+    return rows, None, counts
 
 
 def count(rt: Runtime, where: Filter, group_by: str) -> dict[Any, int]:

@@ -80,6 +80,35 @@ class VisibilityMoves:
         )
         return listing.list_page(self._rt, found, limit, cursor)
 
+    def list_page_with_counts(
+        self,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        started_after: Time | None = None,
+        started_before: Time | None = None,
+        id_prefix: str | None = None,
+        order: str = "oldest",
+    ) -> tuple[builtins.list[WorkflowSummary], str | None, dict[str, int]]:
+        """``list_page`` and ``count("status")`` of the same filters but the status, from
+        one read of the index: a page of runs beside the count of each status."""
+        found = make_filter(
+            self._rt.definitions,
+            status,
+            workflow_type,
+            where,
+            tags,
+            started_after,
+            started_before,
+            id_prefix,
+            order,
+        )
+        return listing.counted_page(self._rt, found, limit, cursor)
+
     def count(
         self,
         group_by: str = "status",

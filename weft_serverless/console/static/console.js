@@ -79,3 +79,13 @@ document.addEventListener("DOMContentLoaded", () => {
     select.dispatchEvent(new Event("change", { bubbles: true }));
   }
 });
+
+// A hidden tab does not refresh: a refresh nobody sees still reads every status entry of the
+// store (the counts). Shown again, each live part refreshes at once.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  if (document.hidden && event.detail.elt.hasAttribute("data-live")) event.preventDefault();
+});
+document.addEventListener("visibilitychange", () => {
+  if (document.hidden) return;
+  for (const live of document.querySelectorAll("[data-live]")) htmx.trigger(live, "shown");
+});
