@@ -153,3 +153,13 @@ def test_the_policy_lets_the_consoles_own_pages_work(
     page.goto(f"{url}schedules/")
     assert page.evaluate("window.__violations") == []
     assert not [text for text in errors if "Content Security Policy" in text], errors
+
+
+def test_the_console_has_an_icon(client: FlaskClient) -> None:
+    page = client.get("/").get_data(as_text=True)
+    assert '<link rel="icon" type="image/svg+xml" href="/static/favicon.svg">' in page
+    icon = client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
+    assert icon.get_data(as_text=True).startswith("<svg")
+    asked = client.get("/favicon.ico")  # where browsers look first
+    assert (asked.status_code, asked.headers["Location"]) == (308, "/static/favicon.svg")

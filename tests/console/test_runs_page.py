@@ -261,3 +261,39 @@ def test_a_hidden_tab_does_not_refresh_and_refreshes_once_shown(
     assert _refreshes_while(page, hidden=False, seconds=4.1) >= 1  # every 2 s
     assert _refreshes_while(page, hidden=True, seconds=20) == 0
     assert _refreshes_while(page, hidden=False, seconds=0) == 1  # at once when shown
+
+
+def test_previous_walks_back_the_pages_next_went_through(
+    client: FlaskClient, runs: list[str]
+) -> None:
+    def page(url: str) -> tuple[list[str], dict[str, str]]:
+        html = client.get(url).get_data(as_text=True)
+        links = dict(re.findall(r'href="([^"]+)" data-testid="(\w+-page)"', html))
+        return _ids(html), {name: href.replace("&amp;", "&") for href, name in links.items()}
+
+    url = "/?limit=2&order=newest"
+    seen = []
+    for _ in range(3):
+        ids, links = page(url)
+        seen.append(ids)
+        if "next-page" not in links:
+            break
+        url = links["next-page"]
+    assert seen == [["r-4", "r-3"], ["r-2", "r-1"], ["r-0"]]
+    for expected in (["r-2", "r-1"], ["r-4", "r-3"]):
+        url = links["previous-page"]
+        ids, links = page(url)
+        assert ids == expected
+    assert "previous-page" not in links and "first-page" not in links  # back at the start
+    assert "order=newest" in url and "limit=2" in url
+    chip = re.search(
+        r'href="([^"]+)" data-testid="count-running"', client.get(url).get_data(as_text=True)
+    )
+    assert chip is not None and "back=" not in chip.group(1)  # a new filter starts afresh
+
+
+def test_the_type_field_matches_the_start_of_a_type(client: FlaskClient, runs: list[str]) -> None:
+    html = client.get("/?type_prefix=tic").get_data(as_text=True)
+    assert _ids(html) == ["r-0", "r-2", "r-4"]
+    assert 'name="type_prefix" value="tic"' in html
+    assert _count(html, "running") == 3 and _count(html, "completed") == 0

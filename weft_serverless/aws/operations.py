@@ -187,6 +187,7 @@ def _filters(query: dict[str, Any]) -> dict[str, Any]:
         "started_after": query.get("started_after"),
         "started_before": query.get("started_before"),
         "id_prefix": query.get("id_prefix"),
+        "type_prefix": query.get("type_prefix"),
     }
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, redirect, request, url_for
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from . import formatting, run_page, runs_page, schedules_page, start_form
 from .state import CONSOLE_KEY, Console, current_console
@@ -54,6 +55,11 @@ def create_app(console: Console, *, config: Mapping[str, Any] | None = None) -> 
     app.before_request(refuse_other_hosts)
     app.before_request(refuse_cross_site_posts)
     app.after_request(add_security_headers)
+
+    @app.get("/favicon.ico")
+    def favicon() -> WerkzeugResponse:
+        """Where a browser looks for the icon before it reads a page's link to it."""
+        return redirect(url_for("static", filename="favicon.svg"), 308)
 
     @app.context_processor
     def shared() -> dict[str, Any]:

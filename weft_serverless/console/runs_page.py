@@ -25,7 +25,7 @@ blueprint = Blueprint("runs", __name__)
 
 @blueprint.get("/")
 def index() -> tuple[str, int]:
-    filters = run_filters.parse(request.args)
+    filters = run_filters.parse(request.args, request.args.getlist("back"))
     view = _read(filters)
     template = "_runs_live.html" if request.headers.get("HX-Request") else "runs.html"
     return render_template(template, **view), _status_of(view)
@@ -34,7 +34,7 @@ def index() -> tuple[str, int]:
 @blueprint.get("/runs-fragment")
 def fragment() -> tuple[str, int]:
     """The live part of the page (counts, table, paging), for htmx to swap in."""
-    view = _read(run_filters.parse(request.args))
+    view = _read(run_filters.parse(request.args, request.args.getlist("back")))
     return render_template("_runs_live.html", **view), _status_of(view)
 
 

@@ -118,7 +118,12 @@ def _keys_decide(where: Filter) -> bool:
     """Whether a status entry's key alone says if the run passes ``where``: its partition
     names the status, its sort key the start time and the id; type, tags and attributes
     are only in the item."""
-    return where.workflow_type is None and not where.terms and not where.tags
+    return (
+        where.workflow_type is None
+        and where.type_prefix is None
+        and not where.terms
+        and not where.tags
+    )
 
 
 def _count_keys(rt: Runtime, where: Filter) -> dict[Any, int]:

@@ -36,6 +36,7 @@ class VisibilityMoves:
         started_before: Time | None = None,
         id_prefix: str | None = None,
         order: str = "oldest",
+        type_prefix: str | None = None,
     ) -> builtins.list[WorkflowSummary]:
         """Runs passing every filter, oldest (or ``order="newest"``) first; ``where`` maps a
         search attribute to a value or ``(operator, value)`` (see ``list_page`` for paging)."""
@@ -49,6 +50,7 @@ class VisibilityMoves:
             started_before=started_before,
             id_prefix=id_prefix,
             order=order,
+            type_prefix=type_prefix,
         )[0]
 
     def list_page(
@@ -64,6 +66,7 @@ class VisibilityMoves:
         started_before: Time | None = None,
         id_prefix: str | None = None,
         order: str = "oldest",
+        type_prefix: str | None = None,
     ) -> tuple[builtins.list[WorkflowSummary], str | None]:
         """One page of ``list`` and the cursor of the next page (None when done); pass the
         same filters with the cursor."""
@@ -77,6 +80,7 @@ class VisibilityMoves:
             started_before,
             id_prefix,
             order,
+            type_prefix,
         )
         return listing.list_page(self._rt, found, limit, cursor)
 
@@ -93,6 +97,7 @@ class VisibilityMoves:
         started_before: Time | None = None,
         id_prefix: str | None = None,
         order: str = "oldest",
+        type_prefix: str | None = None,
     ) -> tuple[builtins.list[WorkflowSummary], str | None, dict[str, int]]:
         """``list_page`` and ``count("status")`` of the same filters but the status, from
         one read of the index: a page of runs beside the count of each status."""
@@ -106,6 +111,7 @@ class VisibilityMoves:
             started_before,
             id_prefix,
             order,
+            type_prefix,
         )
         return listing.counted_page(self._rt, found, limit, cursor)
 
@@ -120,6 +126,7 @@ class VisibilityMoves:
         started_after: Time | None = None,
         started_before: Time | None = None,
         id_prefix: str | None = None,
+        type_prefix: str | None = None,
     ) -> dict[Any, int]:
         """How many runs pass the filters, per ``status``, ``workflow_type`` or value of a
         search attribute (runs without it count under ``None``)."""
@@ -132,5 +139,6 @@ class VisibilityMoves:
             started_after,
             started_before,
             id_prefix,
+            type_prefix=type_prefix,
         )
         return listing.count(self._rt, found, group_by)
