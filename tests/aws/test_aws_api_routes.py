@@ -122,6 +122,7 @@ def test_describe(api: Api) -> None:
         "concurrency_key",
         "failed_attempts",
         "waiting_for",
+        "schedule_id",
     }
     assert reply.body["input"] == {"n": 1}
     assert reply.body["run"] == 1

@@ -75,6 +75,11 @@ COMPONENTS: dict[str, Schema] = {
                 "type": ["string", "null"],
                 "description": "The key the run counts against its type's concurrency limit.",
             },
+            "schedule_id": {
+                "type": ["string", "null"],
+                "description": "The schedule that started the run (a fire, a trigger or a "
+                "backfill); null for a run started otherwise.",
+            },
             "failed_attempts": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
@@ -117,6 +122,7 @@ COMPONENTS: dict[str, Schema] = {
             "input",
             "run",
             "concurrency_key",
+            "schedule_id",
         ],
     ),
     "FailedAttempt": _obj(

@@ -76,6 +76,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "input": description.input,
         "run": description.run,
         "concurrency_key": description.concurrency_key,
+        "schedule_id": description.schedule_id,
         **(
             {}
             if description.failed_attempts is None

@@ -22,7 +22,14 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
-from weft_serverless import Engine, Waiting, WorkflowNotFoundError, jsonable, waiting_for
+from weft_serverless import (
+    Engine,
+    Waiting,
+    WorkflowNotFoundError,
+    jsonable,
+    replay_view,
+    waiting_for,
+)
 from weft_serverless.aws.responses import bad_request
 
 from . import actions, formatting
@@ -35,6 +42,8 @@ blueprint = Blueprint("run", __name__, url_prefix="/runs")
 
 VALUES = ("input", "result", "error")
 """The run's values the page folds and serves on demand."""
+STEP_VALUES = ("input", "output", "buffered")
+"""Values of its steps and buffered signals, ``<kind>@<slot or position>``."""
 PLAIN = {
     "cancel": "cancel_workflow",
     "suspend": "suspend_workflow",
@@ -67,14 +76,27 @@ def section(workflow_id: str) -> str:
 
 @blueprint.get("/<path:workflow_id>/value/<which>")
 def value(workflow_id: str, which: str) -> str:
-    """One of the run's values in full, when the operator unfolds it."""
-    if which not in VALUES:
+    """One of the run's values in full, when the operator unfolds it: ``input``, ``result``
+    or ``error``; a step's ``input@<slot>`` or ``output@<slot>``; ``buffered@<n>``."""
+    kind, _, where = which.partition("@")
+    if which not in VALUES and kind not in STEP_VALUES:
         abort(404)
     try:
-        run = _engine().describe(workflow_id)
+        if which in VALUES:
+            return render_template(
+                "_value_full.html", value=getattr(_engine().describe(workflow_id), which)
+            )
+        replay = replay_view(_engine(), workflow_id)
     except WorkflowNotFoundError:
         abort(404)
-    return render_template("_value_full.html", value=getattr(run, which))
+    values: dict[str, Any] = {
+        "input": dict(replay.inputs),
+        "output": dict(replay.outputs),
+        "buffered": {str(n): payload for n, (_, payload) in enumerate(replay.buffered)},
+    }[kind]
+    if where not in values:
+        abort(404)
+    return render_template("_value_full.html", value=values[where])
 
 
 @blueprint.post("/<path:workflow_id>/act/<action>")
