@@ -42,7 +42,7 @@ def refreshed_status(answer: str) -> str:
 def test_every_action_posts_to_its_route_and_asks_first(
     client: FlaskClient, engine: Engine
 ) -> None:
-    engine.start("order", SAMPLE_ORDER, id="o1")  # running: what a running run allows
+    engine.start("approval", APPROVAL, id="o1")  # running, with a query: all it allows
     html = client.get("/runs/o1").get_data(as_text=True)
     posts = [
         element.attrs

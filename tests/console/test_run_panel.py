@@ -179,3 +179,19 @@ def test_the_panel_is_drawn_again_only_when_what_it_offers_changes(
     later = client.get(f"/runs/a1/section?shown={key}").get_data(as_text=True)
     assert _offered(later) == OFFERED["completed"]
     assert find(later, "action-forms")[0].attrs["hx-swap-oob"] == "true"
+
+
+def test_a_query_is_offered_only_where_the_runs_code_answers_one(
+    client: FlaskClient, engine: Engine
+) -> None:
+    from examples.order import SAMPLE_ORDER
+
+    engine.start("order", SAMPLE_ORDER, id="o1")  # the order registers no query
+    assert _offered(client.get("/runs/o1").get_data(as_text=True)) == (
+        "signal",
+        "update",
+        "suspend",
+        "cancel",
+    )
+    engine.signal("o1", "ship", None)
+    assert _offered(client.get("/runs/o1").get_data(as_text=True)) == ("purge",)

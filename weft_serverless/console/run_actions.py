@@ -49,12 +49,13 @@ class Panel:
     status: str
     offered: tuple[str, ...]
     waiting: Waiting | None  # None: finished, or the console does not have the code
+    queries: tuple[str, ...] = ()  # the query handlers the run's code answers
 
     @property
     def key(self) -> str:
         """Short text that changes whenever the panel would look different."""
         waits = self.waiting.as_json() if self.waiting is not None else None
-        text = repr((self.status, self.offered, waits))
+        text = repr((self.status, self.offered, waits, self.queries))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     @property
@@ -68,16 +69,23 @@ class Panel:
 
     def names(self, kind: str) -> tuple[str, ...]:
         """What the run answers of ``kind`` (``signals``, ``updates``, ``queries``)."""
+        if kind == "queries":
+            return self.queries
         if self.waiting is None:
             return ()
         found: tuple[str, ...] = getattr(self.waiting, kind)
         return found
 
 
-def panel_of(status: str, waiting: Waiting | None, *, drives: bool) -> Panel:
-    """The panel for a run at ``status``; queries only where the console has the code."""
-    offered = tuple(action for action in OFFERED.get(status, ()) if action != "query" or drives)
-    return Panel(status, offered, waiting)
+def panel_of(
+    status: str, waiting: Waiting | None, queries: tuple[str, ...], *, drives: bool
+) -> Panel:
+    """The panel for a run at ``status``; a query only where the console has the code and
+    the run's code answers one."""
+    offered = tuple(
+        action for action in OFFERED.get(status, ()) if action != "query" or (drives and queries)
+    )
+    return Panel(status, offered, waiting, queries)
 
 
 def signal_warning(name: str, waiting: Waiting | None) -> str | None:

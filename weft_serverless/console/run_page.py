@@ -194,7 +194,8 @@ def _panel(view: RunView | None) -> Panel | None:
     console = current_console()
     if view is None or console.read_only:
         return None
-    return panel_of(view.run.status, view.waiting, drives=console.drives)
+    queries = view.replay.queries if view.replay is not None else ()
+    return panel_of(view.run.status, view.waiting, queries, drives=console.drives)
 
 
 def _waiting(workflow_id: str) -> Waiting | None:

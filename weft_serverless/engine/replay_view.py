@@ -63,6 +63,7 @@ class ReplayView:
     outputs: Mapping[str, Any] = field(default_factory=dict)
     buffered: tuple[tuple[str, Any], ...] = ()
     waiting: Waiting | None = None
+    queries: tuple[str, ...] = ()  # the query handlers its code registered, at any status
 
 
 def replay_view(engine: Engine, workflow_id: str) -> ReplayView:
@@ -83,11 +84,11 @@ def replay_view(engine: Engine, workflow_id: str) -> ReplayView:
     replay = _replay(rt, history)
     if replay is None:
         return base
-    seen, waiting = replay
+    seen, waiting, queries = replay
     inputs: dict[str, Any] = {}
     for slot, cmd in seen.items():
         _note_inputs(cmd, slot, inputs)
-    return ReplayView(status, True, inputs, outputs, base.buffered, waiting)
+    return ReplayView(status, True, inputs, outputs, base.buffered, waiting, queries)
 
 
 def waiting_for(engine: Engine, workflow_id: str) -> Waiting | None:
@@ -101,9 +102,12 @@ def waiting_for(engine: Engine, workflow_id: str) -> Waiting | None:
     return None if replay is None else replay[1]
 
 
-def _replay(rt: Runtime, history: History) -> tuple[dict[str, Command[Any]], Waiting | None] | None:
-    """Replay the run's code read-only: the command yielded at each step, and what the run
-    waits for at the step it is parked on; None for a type this engine does not register."""
+def _replay(
+    rt: Runtime, history: History
+) -> tuple[dict[str, Command[Any]], Waiting | None, tuple[str, ...]] | None:
+    """Replay the run's code read-only: the command yielded at each step, what the run
+    waits for at the step it is parked on, and its query handlers; None for a type this
+    engine does not register."""
     if history.state.type not in rt.definitions:
         return None
     request = DriveRequest(read_only=True, seen={})
@@ -111,17 +115,15 @@ def _replay(rt: Runtime, history: History) -> tuple[dict[str, Command[Any]], Wai
     seen, ctx = request.seen or {}, request.ctx
     if ctx is None:
         return None
+    queries = tuple(sorted(ctx.query_handlers))
     if history.state.status not in PARKED:
-        return seen, None
+        return seen, None, queries
     signals: list[str] = []
     for slot, cmd in seen.items():
         if slot not in history.ops:  # the step it is parked on
             signals += _awaited(cmd, slot, history)
-    return seen, Waiting(
-        tuple(dict.fromkeys(signals)),
-        tuple(sorted(ctx.update_handlers)),
-        tuple(sorted(ctx.query_handlers)),
-    )
+    updates = tuple(sorted(ctx.update_handlers))
+    return seen, Waiting(tuple(dict.fromkeys(signals)), updates, queries), queries
 
 
 def _awaited(cmd: Command[Any], slot: str, history: History) -> list[str]:
