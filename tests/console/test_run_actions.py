@@ -42,14 +42,15 @@ def refreshed_status(answer: str) -> str:
 def test_every_action_posts_to_its_route_and_asks_first(
     client: FlaskClient, engine: Engine
 ) -> None:
-    engine.start("order", SAMPLE_ORDER, id="o1")
+    engine.start("approval", APPROVAL, id="o1")  # running, with a query: all it allows
     html = client.get("/runs/o1").get_data(as_text=True)
     posts = [
         element.attrs
         for testid in ("signal-form", "update-form", "query-form")
         for element in find(html, testid)
     ] + [element.attrs for action in ACTIONS[3:] for element in find(html, f"action-{action}")]
-    assert [attrs["hx-post"] for attrs in posts] == [f"/runs/o1/act/{a}" for a in ACTIONS]
+    offered = ("signal", "update", "query", "suspend", "cancel")
+    assert [attrs["hx-post"] for attrs in posts] == [f"/runs/o1/act/{a}" for a in offered]
     assert all(attrs["hx-confirm"] and attrs["hx-target"] == "#action-result" for attrs in posts)
     assert find(html, "signal-payload")[0].attrs.get("data-json") == ""  # checked as JSON
 

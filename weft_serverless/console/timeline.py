@@ -18,10 +18,13 @@ from typing import Any
 
 from weft_serverless import (
     Engine,
+    ReplayView,
     TimelineStep,
+    Waiting,
     WorkflowDescription,
     WorkflowInspection,
     inspect_workflow,
+    replay_view,
 )
 
 MIN_BAR_PERCENT = 0.6
@@ -86,10 +89,16 @@ class RunView:
     now: float
     span_start: float
     span_end: float
+    replay: ReplayView | None = None  # each step's values and what the run waits for
 
     @property
     def run(self) -> WorkflowDescription:
         return self.inspection.description
+
+    @property
+    def waiting(self) -> Waiting | None:
+        """What the run waits for now, where the console has its code."""
+        return None if self.replay is None else self.replay.waiting
 
     @property
     def terminal(self) -> bool:
@@ -108,17 +117,21 @@ class RunView:
 
 
 def read_run(engine: Engine, workflow_id: str) -> RunView:
-    """The run's view: its state, its partition and its events read once each (the page's
-    cost does not grow with the number of runs in the store). Raises
+    """The run's view: its state, its partition, its events and its replay, each read once
+    (the page's cost does not grow with the number of runs in the store). Raises
     ``WorkflowNotFoundError``."""
     inspection = inspect_workflow(engine, workflow_id)
     events = tuple(engine.events(workflow_id, limit=EVENT_LIMIT))
+    replay = replay_view(engine, workflow_id)  # a read-only replay where the code is known
     now = engine.runtime.clock()
-    return build(inspection, events, now)
+    return build(inspection, events, now, replay)
 
 
 def build(
-    inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], now: float
+    inspection: WorkflowInspection,
+    events: tuple[dict[str, Any], ...],
+    now: float,
+    replay: ReplayView | None = None,
 ) -> RunView:
     """Join the inspection and the events into rows placed on the run's span."""
     run = inspection.description
@@ -154,4 +167,4 @@ def build(
                 attempts=attempts.get(step.slot, []),
             )
         )
-    return RunView(inspection, tuple(rows), events, now, start, end)
+    return RunView(inspection, tuple(rows), events, now, start, end, replay)

@@ -56,6 +56,7 @@ class DriveRequest:
     update: updates.IncomingUpdate | None = None
     read_only: bool = False
     ctx: WorkflowContext | None = None
+    seen: dict[str, Command[Any]] | None = None  # filled: the command yielded at each step
 
 
 def drive(
@@ -234,6 +235,8 @@ class _Run:
                 step += 1
                 resumed = False
             try:
+                if self.request.seen is not None:
+                    self.request.seen[slot] = cmd
                 if not resumed and self.history.updates_applied:
                     updates.replay_applied(self.ctx, self.history, slot)
                 record = self.history.ops.get(slot)

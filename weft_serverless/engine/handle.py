@@ -56,6 +56,8 @@ class WorkflowDescription:
     dead-lettered), ``attempts``, ``last_error`` (ADR 0027)."""
     search_attributes: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    schedule_id: str | None = None
+    """The schedule that started the run (a fire, a trigger or a backfill), if one did."""
 
     @classmethod
     def of(
@@ -83,6 +85,7 @@ class WorkflowDescription:
             teardown=teardown,
             search_attributes=dict(state.extra.get("sa") or {}),
             tags=tuple(state.extra.get("tags") or ()),
+            schedule_id=state.schedule_id,
         )
 
     @property

@@ -37,6 +37,8 @@ TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT})
 
 RUN_FIELD = "run"
 FIRST_STEP_FIELD = "base"
+SCHEDULE_FIELD = "schedule"
+"""The run's state names the schedule that started it."""
 
 
 @dataclass(slots=True)
@@ -62,6 +64,12 @@ class WorkflowState:
     def run(self) -> int:
         """Which run of this workflow id this is: 1, then one more per ``continue_as_new``."""
         return int(self.extra.get(RUN_FIELD, 1))
+
+    @property
+    def schedule_id(self) -> str | None:
+        """The schedule that started this run, if one did."""
+        found = self.extra.get(SCHEDULE_FIELD)
+        return None if found is None else str(found)
 
     @property
     def first_step(self) -> int:

@@ -26,7 +26,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op
 
 from .. import control, lifecycle
-from ..records import TERMINAL, WorkflowState
+from ..records import SCHEDULE_FIELD, TERMINAL, WorkflowState
 from ..runtime import Runtime, logger
 from . import record as records
 from .record import ScheduleRecord
@@ -36,8 +36,6 @@ Wake = Callable[[str], None]
 ATTEMPTS = 8
 MAX_BACKFILL = 1000
 """The most fires one ``backfill`` call starts or counts."""
-SCHEDULE_FIELD = "schedule"
-"""The run's state names the schedule that started it."""
 WAKE_FIELD = "schedule_wake"
 """Set on runs of a ``queue`` schedule: their end arms the schedule's timer at once."""
 MANUAL_MARKS = "abcdefghijklmnopqrstuvwxyz0123456789"
