@@ -30,6 +30,7 @@ from weft_serverless import (
     WorkflowNotFoundError,
     workflow,
 )
+from weft_serverless.storage import keys
 from weft_serverless.testing import TestEngine
 
 WF = "wf-order"
@@ -155,3 +156,58 @@ def test_bad_queries_fail_without_writing(storage_factory: Opener) -> None:
         with refused(case, error):
             te.query(workflow_id, name, arg)
     assert WriteCount.of(te.storage) == writes
+
+
+def test_a_query_leaves_the_parked_run_where_it_is(storage_factory: Opener) -> None:
+    """The query's replay runs the code on a copy of its own: the generator the engine kept
+    parked is still the one a signal resumes (the code is entered once more, by the query)."""
+    entries: list[int] = []
+
+    def parked(ctx: Any, _: Any) -> Any:
+        entries.append(1)
+        got: dict[str, Any] = {"note": None}
+        ctx.on_query("note", lambda _: got["note"])
+        got["note"] = yield ctx.wait_for_signal("note")
+        yield ctx.wait_for_signal("done")
+        return got["note"]
+
+    te = make_engine(storage_factory, {"parked": workflow("parked").execute(parked)})
+    te.start("parked", None, id=WF)
+    te.signal(WF, "note", "fragile")
+    assert len(entries) == 1
+    writes = WriteCount.of(te.storage)
+    assert te.query(WF, "note") == "fragile"
+    assert WriteCount.of(te.storage) == writes
+    assert len(entries) == 2
+    te.signal(WF, "done", None)
+    assert te.describe(WF).status == "completed"
+    assert len(entries) == 2  # resumed warm: no replay after the query
+
+
+def test_a_query_past_an_unpinned_change_pins_nothing(storage_factory: Opener) -> None:
+    """``get_version`` reached for the first time in a query's replay answers ``max`` as a
+    drive would pin it, but stores nothing; the drive that reaches it later pins it."""
+
+    def before(ctx: Any, _: Any) -> Any:
+        yield ctx.wait_for_signal("go")
+        return "before"
+
+    def after(ctx: Any, _: Any) -> Any:
+        version = yield ctx.get_version("greeting", 1, 2)
+        ctx.on_query("version", lambda _: version)
+        yield ctx.wait_for_signal("go")
+        return version
+
+    te = make_engine(storage_factory, {"change": workflow("change").execute(before)})
+    te.start("change", None, id=WF)
+    changed = Engine.create(
+        te.storage,
+        {"change": workflow("change").execute(after)},
+        background_tasks="manual",
+        recover=False,
+        clock=te.clock,
+    )
+    writes = WriteCount.of(te.storage)
+    assert changed.query(WF, "version") == 2
+    assert WriteCount.of(te.storage) == writes
+    assert te.storage.get(keys.version_key(WF, "greeting")) is None

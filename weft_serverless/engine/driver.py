@@ -4,17 +4,18 @@ Recovery is positional memoised re-execution: the generator runs from the top an
 command yielded at step ``n`` is answered from op record ``n`` when it exists. Updates
 recorded at step ``n`` are re-applied there first, so handler state is rebuilt in the same
 order it was built live. Only past the recorded history does anything run for real.
+Queries and other reads replay on a path of their own (engine/replay.py), which writes
+nothing; this one is the write path.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless.codec import decode, encode
-from weft_serverless.commands import Command, ContinueAsNew, GetVersion
+from weft_serverless.codec import decode
+from weft_serverless.commands import Command
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
     ActivityReconciliationError,
@@ -28,16 +29,15 @@ from weft_serverless.errors import (
 )
 from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import continuation, finalizers, transitions, updates
-from .commit import commit
-from .outcomes import Outcome, RaiseAtYield
+from .outcomes import Done, Outcome, RaiseAtYield
 from .parked_runs import ParkedRun, close_parked
 from .records import COMPLETED, FAILED, RUNNING, History, error_record, load_history
+from .replay import registered
 from .runtime import Runtime, logger
-from .steps.runner import StepRunner
+from .steps.runner import AtYield, StepRunner
 from .telemetry import RunFields, run_fields
 
 # What a drive reports: a workflow status, or an ownership verdict when it did not drive.
@@ -50,13 +50,10 @@ _CONTINUED = "continued"  # internal: the run continued as new (see ``drive``)
 
 @dataclass(slots=True)
 class DriveRequest:
-    """What a drive should do besides advancing: deliver an update, or only replay (query)."""
+    """What a drive should do besides advancing: deliver an update to the run where it parks."""
 
     awaiting: set[str] = field(default_factory=set)
     update: updates.IncomingUpdate | None = None
-    read_only: bool = False
-    ctx: WorkflowContext | None = None
-    seen: dict[str, Command[Any]] | None = None  # filled: the command yielded at each step
 
 
 def drive(
@@ -67,8 +64,6 @@ def drive(
 ) -> str | None:
     """Advance a workflow as far as it can go now; returns its status afterwards (None: gone).
 
-    In ``read_only`` mode nothing runs or is written: the generator is replayed up to the
-    end of its recorded history and the context is left in ``request.ctx`` for a query.
     A run that continues as new is driven again by a later drive of its id (queued here),
     unless an update waits to be applied: then this drive carries the new run on to its
     first park point and applies the update there.
@@ -92,32 +87,23 @@ def _drive_once(
     fields: RunFields,
 ) -> str | None:
     history = load_history(rt.storage, workflow_id)
-    if history is None or (history.state.status != RUNNING and not request.read_only):
-        _drop_parked(rt, workflow_id)
+    if history is None or history.state.status != RUNNING:
+        rt.parked.discard(workflow_id)
         return None if history is None else history.state.status
     fields.workflow_type = history.state.type
-    if not request.read_only:
-        rt.fence.confirm_history(workflow_id, history)
-        continuation.forget_earlier_runs(rt, history)
-    definition = rt.definitions.get(history.state.type)
+    rt.fence.confirm_history(workflow_id, history)
+    continuation.forget_earlier_runs(rt, history)
+    definition = registered(rt, history)
     if definition is None:
-        # An engine with no workflows at all (an operator tool) only stores writes: routine.
-        logger.log(
-            logging.WARNING if rt.definitions else logging.INFO,
-            "workflow %s has type %r, which this engine does not register; left as it is",
-            workflow_id,
-            history.state.type,
-        )
-        # Its timers stay for an engine that registers the type (a later deployment).
-        return RETAIN if history.state.status == RUNNING else history.state.status
-    if not definition.accepts_version(history.state.version) and not request.read_only:
+        return RETAIN  # its timers stay for an engine that registers the type
+    if not definition.accepts_version(history.state.version):
         error = VersionMismatchError(workflow_id, history.state.version, definition.version)
         return _fail(rt, history, error)
     runner = StepRunner(rt, workflow_id, definition, history, enqueue)
     runner.awaiting = request.awaiting
     fields.step = lambda: keys.describe_slot(runner.slot) if runner.slot else None
-    if rt.tracer is None or request.read_only:
-        return _advance(rt, history, definition, runner, request)
+    if rt.tracer is None:
+        return _advance(rt, history, runner, request)
     from .tracing import traceparent_of  # only with a tracer: no import cost without one
 
     state = history.state
@@ -125,35 +111,22 @@ def _drive_once(
         workflow_id,
         traceparent_of(rt.tracer, state.extra, workflow_id, state.created_at),
         {"weft.workflow_id": workflow_id, "weft.workflow_type": state.type, "weft.run": state.run},
-        lambda: _advance(rt, history, definition, runner, request),
+        lambda: _advance(rt, history, runner, request),
     )
 
 
-def _advance(
-    rt: Runtime,
-    history: History,
-    definition: WorkflowDefinition,
-    runner: StepRunner,
-    request: DriveRequest,
-) -> str | None:
-    workflow_id = history.state.id
-    warm = None if request.read_only else _warm(rt, history, definition)
+def _advance(rt: Runtime, history: History, runner: StepRunner, request: DriveRequest) -> str:
+    """Run the code on from the generator this engine parked, or from the top."""
+    definition = runner.definition
+    warm = _warm(rt, history, definition)
     if warm is not None:
-        request.ctx = warm.ctx
         return _Run(rt, history, warm.ctx, runner, warm.gen, request).loop(warm)
-    ctx = WorkflowContext(workflow_id, definition, rt.now, rt.encode_payload)
-    request.ctx = ctx
+    ctx = WorkflowContext(history.state.id, definition, rt.now, rt.encode_payload)
     try:
         gen = definition.fn(ctx, decode(history.state.input))
     except Exception as exc:
-        return history.state.status if request.read_only else _fail(rt, history, exc)
+        return _fail(rt, history, exc)
     return _Run(rt, history, ctx, runner, gen, request).loop()
-
-
-def _drop_parked(rt: Runtime, workflow_id: str) -> None:
-    kept = rt.parked.take(workflow_id)
-    if kept is not None:
-        close_parked(kept.gen, workflow_id)
 
 
 def _warm(rt: Runtime, history: History, definition: WorkflowDefinition) -> ParkedRun | None:
@@ -168,6 +141,9 @@ def _warm(rt: Runtime, history: History, definition: WorkflowDefinition) -> Park
 
 
 class _Run:
+    """One drive of a run's code: each command it yields is replayed from its record or
+    carried out, until the run parks (``RUNNING``) or ends (its final status)."""
+
     def __init__(
         self,
         rt: Runtime,
@@ -179,111 +155,128 @@ class _Run:
     ) -> None:
         self.rt, self.history, self.ctx, self.runner = rt, history, ctx, runner
         self.gen, self.request = gen, request
-        self.loaded = history.top_level_steps()
-        self.first = history.state.first_step  # step i of this run is at slot first + i
 
     def loop(self, warm: ParkedRun | None = None) -> str:
         """Run the generator from the top, or on from where ``warm`` left it parked."""
-        step = 0 if warm is None else warm.step
-        outcome = Outcome()
-        started = warm is not None
-        parked_on = None if warm is None else warm.cmd
-        while True:
-            if parked_on is not None:
-                # Resumed warm: its updates are applied and the step is not recorded yet.
-                cmd, parked_on = parked_on, None
-                slot = keys.step_slot(self.first + step - 1)
-                self.ctx.is_replaying = False
-                resumed = True
+        if warm is None:
+            result: Outcome | str = Outcome()
+        else:  # its updates are applied and its step is not recorded yet
+            self.runner.step = warm.step
+            self.ctx.is_replaying = False
+            slot = keys.step_slot(self.runner.first + warm.step - 1)
+            result = self._take_step(warm.cmd, slot, resumed=True)
+        while isinstance(result, Outcome):
+            result = self._next(result)
+        return result
+
+    def _next(self, outcome: Outcome) -> Outcome | str:
+        """Hand the code the outcome of its last command; replay or carry out the next."""
+        slot = self.runner.next_slot()
+        self.ctx.is_replaying = slot in self.history.ops
+        cmd = self._resume(outcome)
+        if isinstance(cmd, str):
+            return cmd
+        at_yield = self.runner.at_yield(cmd)
+        if at_yield is not None:
+            return self._answer(at_yield, cmd)
+        self.runner.step += 1
+        return self._take_step(cmd, slot)
+
+    def _resume(self, outcome: Outcome) -> Command[Any] | str:
+        """Send the outcome into the code: the command it yields next, or the status the
+        run ends in when the code returns or raises here."""
+        try:
+            if outcome.error is None:
+                cmd = self.gen.send(outcome.value)
             else:
-                slot = keys.step_slot(self.first + step)
-                self.ctx.is_replaying = slot in self.history.ops
-                try:
-                    if not started:
-                        started = True
-                        cmd = self.gen.send(None)
-                    elif outcome.error is not None:
-                        cmd = self.gen.throw(outcome.error)
-                    else:
-                        cmd = self.gen.send(outcome.value)
-                except StopIteration as stop:
-                    forgotten = self.ctx.unyielded()
-                    if forgotten:
-                        error = CommandNotYieldedError([c.signature() for c in forgotten])
-                        return self._fail(error)
-                    return self._complete(stop.value)
-                except Exception as exc:
-                    return self._fail(self._store_finalizers() or exc)
-                if self.ctx.finalizers_stored != len(self.ctx.finalizers):
-                    mismatch = self._store_finalizers()
-                    if mismatch is not None:
-                        return self._fail(mismatch)
-                if isinstance(cmd, Command):
-                    self.ctx.mark_yielded(cmd)
-                if isinstance(cmd, GetVersion):
-                    outcome = self._version(cmd, step)
-                    continue
-                if isinstance(cmd, ContinueAsNew):
-                    continued = self._continue(cmd, step)
-                    if isinstance(continued, str):
-                        return continued
-                    outcome = continued
-                    continue
-                if not isinstance(cmd, Command):
-                    self.gen.close()
-                    return self._fail(_not_a_command(cmd))
-                step += 1
-                resumed = False
-            try:
-                if self.request.seen is not None:
-                    self.request.seen[slot] = cmd
-                if not resumed and self.history.updates_applied:
-                    updates.replay_applied(self.ctx, self.history, slot)
-                record = self.history.ops.get(slot)
-                if record is not None:
-                    outcome = self.runner.replay(cmd, slot, record)
-                    continue
-                if self.request.read_only:
-                    return self.history.state.status
-                done = self.runner.advance(cmd, slot)
-                if done is None and self.request.update is not None:
-                    updates.apply_incoming(
-                        self.rt, self.ctx, self.history, slot, self.request.update, cmd
-                    )
-                    self.request.update = None
-                    done = self.runner.advance(cmd, slot)
-            except RaiseAtYield as raised:
-                outcome = Outcome(error=raised.error)
-                continue
-            except StorageLimitError as exc:  # refused before sending: nothing was written
-                outcome = Outcome(error=exc)
-                continue
-            except (
-                NondeterminismError,
-                ActivityReconciliationError,
-                HistoryLimitExceededError,
-            ) as exc:
-                return self._fail(exc)
-            if done is None:
-                if self.history.wake is not None:  # parked without a write: drop the wake-up
-                    self.runner.commit_parking([], [])
-                self._park(cmd, step)
-                return RUNNING
-            try:
-                self.runner.commit_done(cmd, slot, done)
-            except HistoryLimitExceededError as exc:
-                return self._fail(exc)
-            except StorageLimitError as exc:
-                # The step's own writes cannot fit one atomic batch, now or on any retry:
-                # raise at the yield, so the run fails with the reason instead of looping.
-                outcome = Outcome(error=exc)
-                continue
-            outcome = done.outcome
+                cmd = self.gen.throw(outcome.error)
+        except StopIteration as stop:
+            return self._returned(stop.value)
+        except Exception as exc:
+            return self._fail(self._store_finalizers() or exc)
+        if self.ctx.finalizers_stored != len(self.ctx.finalizers):
+            mismatch = self._store_finalizers()
+            if mismatch is not None:
+                return self._fail(mismatch)
+        if not isinstance(cmd, Command):
+            self.gen.close()
+            return self._fail(_not_a_command(cmd))
+        self.ctx.mark_yielded(cmd)
+        return cmd
+
+    def _answer(self, at_yield: AtYield, cmd: Command[Any]) -> Outcome | str:
+        """Answer a command that takes no step slot; the drive ends if the run ended here."""
+        outcome = at_yield.carry_out(self.runner, cmd)
+        if outcome is None:  # continued as new: ``drive`` sees to the next run
+            self.gen.close()
+            return _CONTINUED
+        return outcome
+
+    def _take_step(self, cmd: Command[Any], slot: str, resumed: bool = False) -> Outcome | str:
+        """Replay the step at ``slot`` from its record, or carry it out: committed, parked,
+        or refused at the yield."""
+        try:
+            if not resumed and self.history.updates_applied:
+                updates.replay_applied(self.ctx, self.history, slot)
+            record = self.history.ops.get(slot)
+            if record is not None:
+                return self.runner.replay(cmd, slot, record)
+            done = self._carry_out(cmd, slot)
+        except RaiseAtYield as raised:
+            return Outcome(error=raised.error)
+        except StorageLimitError as exc:  # refused before sending: nothing was written
+            return Outcome(error=exc)
+        except (
+            NondeterminismError,
+            ActivityReconciliationError,
+            HistoryLimitExceededError,
+        ) as exc:
+            return self._fail(exc)
+        if done is None:
+            return self._park(cmd)
+        return self._commit(cmd, slot, done)
+
+    def _carry_out(self, cmd: Command[Any], slot: str) -> Done | None:
+        """Carry the step out; where it parks with an update waiting, apply the update
+        there and carry it on once more."""
+        done = self.runner.advance(cmd, slot)
+        if done is None and self.request.update is not None:
+            updates.apply_incoming(self.rt, self.ctx, self.history, slot, self.request.update, cmd)
+            self.request.update = None
+            done = self.runner.advance(cmd, slot)
+        return done
+
+    def _commit(self, cmd: Command[Any], slot: str, done: Done) -> Outcome | str:
+        """Commit a finished step; its outcome goes back to the code."""
+        try:
+            self.runner.commit_done(cmd, slot, done)
+        except HistoryLimitExceededError as exc:
+            return self._fail(exc)
+        except StorageLimitError as exc:
+            # The step's own writes cannot fit one atomic batch, now or on any retry:
+            # raise at the yield, so the run fails with the reason instead of looping.
+            return Outcome(error=exc)
+        return done.outcome
+
+    def _park(self, cmd: Command[Any]) -> str:
+        """Keep the parked generator for this engine's next drive (see parked_runs)."""
+        if self.history.wake is not None:  # parked without a write: drop the wake-up
+            self.runner.commit_parking([], [])
+        run = ParkedRun(
+            self.gen,
+            self.ctx,
+            cmd,
+            self.runner.step,
+            self.runner.definition,
+            self.history.replay_fingerprint(),
+        )
+        self.rt.parked.keep(self.ctx.workflow_id, run)
+        return RUNNING
 
     def _store_finalizers(self) -> NondeterminismError | None:
         """Store what ``ctx.on_cancel`` registered since the generator last had control,
         before anything it did after is committed; a replay mismatch is returned to fail on."""
-        if self.request.read_only or self.ctx.finalizers_stored == len(self.ctx.finalizers):
+        if self.ctx.finalizers_stored == len(self.ctx.finalizers):
             return None
         try:
             finalizers.store_registered(self.rt, self.history, self.ctx)
@@ -291,65 +284,11 @@ class _Run:
             return exc
         return None
 
-    def _park(self, cmd: Command[Any], step: int) -> None:
-        """Keep the parked generator for this engine's next drive (see parked_runs)."""
-        run = ParkedRun(
-            self.gen,
-            self.ctx,
-            cmd,
-            step,
-            self.runner.definition,
-            self.history.replay_fingerprint(),
-        )
-        self.rt.parked.keep(self.ctx.workflow_id, run)
-
-    def _version(self, cmd: GetVersion, step: int) -> Outcome:
-        """Answer ``get_version`` without taking a step slot (see commands.GetVersion).
-
-        A run that had already passed this point before the change was deployed gets
-        ``min_supported``: it reaches it here while re-running code that ran before this
-        drive, i.e. at or before the step it was parked on (``step <= self.loaded``).
-        Only a run reaching it for the first time pins ``max_supported``, durably.
-        """
-        pinned = self.history.versions.get(cmd.change_id)
-        if pinned is None:
-            passed_before = 0 < step <= self.loaded
-            if passed_before or self.request.read_only:
-                return Outcome(cmd.min_supported if passed_before else cmd.max_supported)
-            pinned = cmd.max_supported
-            key = keys.version_key(self.ctx.workflow_id, cmd.change_id)
-            ops: list[Op] = [Put(key, encode({"v": pinned}))]
-            commit(self.rt, self.ctx.workflow_id, [Condition(key, None)], ops)
-            self.history.note(ops)
-            self.history.versions[cmd.change_id] = pinned
-        if not cmd.min_supported <= pinned <= cmd.max_supported:
-            return Outcome(
-                error=VersionMismatchError(
-                    self.ctx.workflow_id,
-                    f"{cmd.change_id}={pinned}",
-                    f"{cmd.change_id} in [{cmd.min_supported}, {cmd.max_supported}]",
-                )
-            )
-        return Outcome(pinned)
-
-    def _continue(self, cmd: ContinueAsNew, step: int) -> str | Outcome:
-        """End this run and start the next one (engine/continuation.py); ``drive`` sees to
-        the next run. A refusal is raised at the yield, nothing written."""
-        if self.request.read_only:
-            return self.history.state.status
-        try:
-            new_input = self.rt.encode_payload(cmd.input, "continue_as_new input")
-            continuation.continue_as_new(
-                self.rt, self.history, self.runner.definition, new_input, step
-            )
-        except (CodecError, PayloadTooLargeError, StorageLimitError, InvalidArgumentError) as exc:
-            return Outcome(error=exc)
-        self.gen.close()
-        return _CONTINUED
-
-    def _complete(self, value: Any) -> str:
-        if self.request.read_only:
-            return self.history.state.status
+    def _returned(self, value: Any) -> str:
+        """The code returned: the run completes, unless it made commands it never yielded."""
+        forgotten = self.ctx.unyielded()
+        if forgotten:
+            return self._fail(CommandNotYieldedError([c.signature() for c in forgotten]))
         try:
             result = self.rt.encode_payload(value, "workflow result")
             transitions.finish(self.rt, self.history, COMPLETED, result, None)
@@ -359,8 +298,6 @@ class _Run:
         return COMPLETED
 
     def _fail(self, exc: BaseException) -> str:
-        if self.request.read_only:
-            return self.history.state.status
         status = _fail(self.rt, self.history, exc)
         _wake_parent(self.history, self.runner.enqueue)
         return status

@@ -28,9 +28,10 @@ from weft_serverless.storage.base import Condition, Put
 from . import timers
 from .config import check_dedup_id, check_name, check_text
 from .drive import KeptLosing, guarded_drive, retry_lost_commits
-from .driver import DriveRequest, drive
+from .driver import DriveRequest
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
+from .replay import replay
 from .runtime import logger
 from .update_verdicts import validate
 from .updates import IncomingUpdate
@@ -120,9 +121,9 @@ def _reject_early(rt: Runtime, workflow_id: str, update: IncomingUpdate) -> None
     The replay stops where the stored history ends; if the handler is not registered there
     (the live drive may get further), the live drive decides.
     """
-    request = DriveRequest(read_only=True)
-    drive(rt, workflow_id, lambda _: None, request)
-    entry = None if request.ctx is None else request.ctx.update_handlers.get(update.name)
+    replayed = replay(rt, workflow_id)
+    ctx = None if replayed is None else replayed.ctx
+    entry = None if ctx is None else ctx.update_handlers.get(update.name)
     if entry is None:
         return
     handler, validator = entry
@@ -139,11 +140,10 @@ def run_query(rt: Runtime, workflow_id: str, name: str, arg: Any) -> Any:
     """Answer a query from the stored history, without running or writing anything."""
     check_text(name, "query name", None)
     encoded_arg = encode(arg, "query argument")
-    request = DriveRequest(read_only=True)
-    status = drive(rt, workflow_id, lambda _: None, request)
-    if status is None:
+    replayed = replay(rt, workflow_id)
+    if replayed is None:
         raise WorkflowNotFoundError(workflow_id)
-    ctx = request.ctx
+    ctx = replayed.ctx
     handler = None if ctx is None else ctx.query_handlers.get(name)
     if handler is None:
         known = ", ".join(sorted(ctx.query_handlers)) if ctx else ""

@@ -21,8 +21,8 @@ from weft_serverless.commands import All, Command, Race, Run, StartChild, WaitFo
 from weft_serverless.errors import WorkflowNotFoundError
 from weft_serverless.storage import keys
 
-from .driver import DriveRequest, drive
 from .records import RUNNING, SUSPENDED, History, load_history
+from .replay import replay
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -110,11 +110,10 @@ def _replay(
     engine does not register."""
     if history.state.type not in rt.definitions:
         return None
-    request = DriveRequest(read_only=True, seen={})
-    drive(rt, history.state.id, lambda _: None, request)
-    seen, ctx = request.seen or {}, request.ctx
-    if ctx is None:
+    replayed = replay(rt, history.state.id)
+    if replayed is None or replayed.ctx is None:
         return None
+    seen, ctx = replayed.seen, replayed.ctx
     queries = tuple(sorted(ctx.query_handlers))
     if history.state.status not in PARKED:
         return seen, None, queries

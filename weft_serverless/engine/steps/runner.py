@@ -3,17 +3,21 @@
 ``advance`` returns ``Done`` (the outcome plus the writes that must commit with its op record)
 or ``None`` when the command cannot finish yet; anything needed to wake it later (a pending
 record and its timer) is committed before returning ``None``. Which handler carries a
-command is one table, keyed by the command's type: a new kind of step is one entry.
+command is one table, keyed by the command's type: a new kind of step is one entry. The
+commands that take no step slot are in it too, as ``AtYield`` entries (see ``slotless``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from weft_serverless.commands import (
     All,
     Command,
+    ContinueAsNew,
+    GetVersion,
     Map,
     Race,
     Record,
@@ -27,14 +31,26 @@ from weft_serverless.commands import (
 
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
-from . import activities, children, compose, recorded, upserts, waits
+from . import activities, children, compose, recorded, slotless, upserts, waits
 from .scope import StepScope
 
 T = TypeVar("T")
 Handler = Callable[[StepScope, Any, str], Done | None]
 Replayer = Callable[[StepScope, Any, str, dict[str, Any]], Outcome]
+Answer = Callable[[StepScope, Any], Outcome | None]
 
-HANDLERS: dict[type[Command[Any]], Handler] = {
+
+@dataclass(frozen=True, slots=True)
+class AtYield:
+    """A command answered where it is yielded: it takes no step slot and leaves no op
+    record. ``carry_out`` answers it in a drive, ``recall`` from the stored history alone;
+    ``None`` from either: the run's code goes no further here."""
+
+    carry_out: Answer
+    recall: Answer
+
+
+HANDLERS: dict[type[Command[Any]], Handler | AtYield] = {
     Run: activities.run,
     Sleep: waits.sleep,
     WaitForSignal: waits.wait_for_signal,
@@ -45,6 +61,8 @@ HANDLERS: dict[type[Command[Any]], Handler] = {
     StartChild: children.start_child,
     Record: recorded.record,
     UpsertSearchAttributes: upserts.upsert,
+    GetVersion: AtYield(slotless.get_version, slotless.recall_version),
+    ContinueAsNew: AtYield(slotless.continue_as_new, slotless.recall_continue),
 }
 
 # Commands whose recorded value is not simply the stored ``v``.
@@ -70,9 +88,14 @@ class StepRunner(StepScope):
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
         self.begin(cmd, slot)
         handler = HANDLERS.get(type(cmd)) or lookup(HANDLERS, cmd)
-        if handler is None:
+        if handler is None or isinstance(handler, AtYield):
             raise TypeError(f"unknown command {cmd!r}")
         return handler(self, cmd, slot)
+
+    def at_yield(self, cmd: Command[Any]) -> AtYield | None:
+        """How the command is answered where it is yielded; None: it takes a step slot."""
+        entry = HANDLERS.get(type(cmd)) or lookup(HANDLERS, cmd)
+        return entry if isinstance(entry, AtYield) else None
 
 
 def lookup(table: dict[type[Command[Any]], T], cmd: Command[Any]) -> T | None:

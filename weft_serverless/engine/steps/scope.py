@@ -50,6 +50,13 @@ class StepScope(ABC):
         self.awaiting: set[str] = set()
         self.signature = ""  # of the command being advanced: parked records carry it
         self.slot = ""  # of the step being advanced: log lines name it (telemetry.RunFields)
+        self.first = history.state.first_step  # step i of this run is at slot first + i
+        self.step = 0  # top-level steps the run's code has taken so far in this drive
+        self.loaded = history.top_level_steps()  # top-level steps recorded when loaded
+
+    def next_slot(self) -> str:
+        """The slot the run's next step-taking command takes."""
+        return keys.step_slot(self.first + self.step)
 
     @abstractmethod
     def advance(self, cmd: Command[Any], slot: str) -> Done | None:
