@@ -28,7 +28,8 @@ STATUS_TEXT = {
     429: "The workflow type's concurrency limit for this key is reached; nothing was stored. "
     "`workflow_type`, `key` and `limit` say which; retry after a run of that key ends.",
     500: "Unexpected failure; nothing about it is revealed here (see the logs).",
-    503: "Storage unavailable or throttled; retry with the same ids.",
+    503: "Storage unavailable or throttled, or a record was written by a newer release "
+    "(`UnsupportedSchemaVersionError`); retry with the same ids.",
 }
 
 

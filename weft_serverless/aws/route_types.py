@@ -56,7 +56,7 @@ class Route:
     response: str
     body: tuple[Field, ...] | None = None
     query: tuple[Field, ...] = ()
-    errors: tuple[int, ...] = (400, 404, 500)
+    errors: tuple[int, ...] = (400, 404, 500, 503)
     payload_field: str | None = None
 
     @property
