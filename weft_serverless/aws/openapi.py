@@ -13,8 +13,10 @@ from typing import Any
 
 from weft_serverless import WORKFLOW_STATUSES, __version__
 
-from .route_types import ANY, Route, Schema
+from .openapi_links import links_of
+from .route_types import MAX_CORRELATION_ID, PATH_PARAMETERS, Route
 from .routes import ROUTES
+from .schemas import ANY, Schema, documented
 
 STATUS_TEXT = {
     200: "OK",
@@ -272,11 +274,18 @@ COMPONENTS: dict[str, Schema] = {
 
 def _operation(route: Route) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "description": PATH_PARAMETERS[name].description,
+            "schema": documented(PATH_PARAMETERS[name].schema, PATH_PARAMETERS[name].description),
+        }
         for name in route.path_params
     ]
     parameters += [
-        {"name": f.name, "in": "query", "description": f.description, "schema": f.schema}
+        {"name": f.name, "in": "query", "description": f.description}
+        | {"schema": documented(f.schema)}
         for f in route.query
     ]
     parameters.append({"$ref": "#/components/parameters/CorrelationId"})
@@ -286,11 +295,11 @@ def _operation(route: Route) -> dict[str, Any]:
         "parameters": parameters,
     }
     if route.body is not None:
-        properties = {f.name: {**f.schema, "description": f.description} for f in route.body}
         schema: Schema = {
             "type": "object",
-            "properties": properties,
+            "properties": {f.name: documented(f.schema, f.description) for f in route.body},
             "additionalProperties": False,
+            **(route.body_rules or {}),
         }
         required = [f.name for f in route.body if f.required]
         if required:
@@ -301,15 +310,16 @@ def _operation(route: Route) -> dict[str, Any]:
         }
     responses: dict[str, Any] = {}
     for status in route.success:
-        responses[str(status)] = _response(status, route.response)
+        responses[str(status)] = _response(status, route.response, links_of(route, status))
     for status in route.errors:
         responses[str(status)] = _response(status, "Error")
     operation["responses"] = responses
     return operation
 
 
-def _response(status: int, schema: str) -> dict[str, Any]:
+def _response(status: int, schema: str, links: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
+        **({"links": links} if links else {}),
         "description": STATUS_TEXT[status],
         "headers": {"X-Correlation-Id": {"$ref": "#/components/headers/CorrelationId"}},
         "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
@@ -321,7 +331,11 @@ def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-    correlation = "Echoed back; defaults to API Gateway's request id. Every log line carries it."
+    correlation = (
+        "Names the request in every log line, and is echoed back. A value of 1 to "
+        f"{MAX_CORRELATION_ID} printable ASCII characters is used as it is; any other is "
+        "ignored, and API Gateway's request id is used instead."
+    )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -339,11 +353,18 @@ def document() -> dict[str, Any]:
                     "name": "X-Correlation-Id",
                     "in": "header",
                     "description": correlation,
-                    "schema": {"type": "string", "maxLength": 128},
+                    "schema": {"type": "string"},
                 }
             },
             "headers": {
-                "CorrelationId": {"description": correlation, "schema": {"type": "string"}}
+                "CorrelationId": {
+                    "description": "The request's correlation id: the caller's, or API "
+                    "Gateway's request id.",
+                    "schema": {
+                        "type": "string",
+                        "pattern": f"^[\\x20-\\x7e]{{1,{MAX_CORRELATION_ID}}}$",
+                    },
+                }
             },
             "securitySchemes": {
                 "sigv4": {
