@@ -21,9 +21,10 @@ from jsonschema import Draft202012Validator
 
 from weft_serverless.aws import ROUTES, openapi_document
 from weft_serverless.aws.operations import _instant as read_instant
-from weft_serverless.aws.route_types import PATH_PARAMETERS
+from weft_serverless.aws.route_types import BULK_FILTERS, PATH_PARAMETERS
 from weft_serverless.aws.schemas import MAX_BYTES, documented
 from weft_serverless.aws.validation import check_value
+from weft_serverless.engine.bulk_request import filter_names
 from weft_serverless.identifiers import NON_PRINTABLE, is_printable
 from weft_serverless.search_attributes import check_tags
 from weft_serverless.time_values import MAX_DURATION, MAX_INSTANT, parse_duration, parse_instant
@@ -141,3 +142,9 @@ def test_the_correlation_header_is_used_as_the_document_says(api: Api) -> None:
     assert ignored.status == 200
     assert ignored.headers["X-Correlation-Id"] != "c" * 129
     assert re.fullmatch(pattern, ignored.headers["X-Correlation-Id"])
+
+
+def test_a_bulk_filter_documents_every_filter_the_engine_takes() -> None:
+    """The keys a bulk ``filter`` may hold are the listing's filters, no more and no fewer
+    (a filter added to the engine must be documented and let through)."""
+    assert set(BULK_FILTERS) == filter_names()

@@ -13,26 +13,10 @@ from typing import Any
 
 from weft_serverless import WORKFLOW_STATUSES, __version__
 
-from .openapi_links import links_of
-from .route_types import MAX_CORRELATION_ID, PATH_PARAMETERS, Route
+from .openapi_operations import operation
+from .route_types import MAX_CORRELATION_ID
 from .routes import ROUTES
-from .schemas import ANY, Schema, documented
-
-STATUS_TEXT = {
-    200: "OK",
-    201: "Started; the workflow as it stands after the inline drive (and the wait).",
-    202: "Still running; poll again or wait longer.",
-    400: "Bad input: `field` names it (an update validator's findings are in `issues`).",
-    404: "No such workflow or activity token.",
-    409: "The workflow's state does not allow this now; retry when `retryable` is true.",
-    413: "A payload (or the whole body) is over the size limit; `field` names it.",
-    422: "The update handler raised; nothing was stored.",
-    429: "The workflow type's concurrency limit for this key is reached; nothing was stored. "
-    "`workflow_type`, `key` and `limit` say which; retry after a run of that key ends.",
-    500: "Unexpected failure; nothing about it is revealed here (see the logs).",
-    503: "Storage unavailable or throttled, or a record was written by a newer release "
-    "(`UnsupportedSchemaVersionError`); retry with the same ids.",
-}
+from .schemas import ANY, Schema
 
 
 def _obj(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
@@ -78,11 +62,32 @@ COMPONENTS: dict[str, Schema] = {
                 "type": ["string", "null"],
                 "description": "The key the run counts against its type's concurrency limit.",
             },
+            "schedule_id": {
+                "type": ["string", "null"],
+                "description": "The schedule that started the run (a fire, a trigger or a "
+                "backfill); null for a run started otherwise.",
+            },
             "failed_attempts": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
                 "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
-                "by step, the newest 10 retried ones of each step and its final failure.",
+                "by step, the newest 10 retried ones of each step and each final failure "
+                "(a retry of the run keeps the one it ran again).",
+            },
+            "waiting_for": {
+                "type": ["object", "null"],
+                "properties": {
+                    name: {"type": "array", "items": {"type": "string"}}
+                    for name in ("signals", "updates", "queries")
+                },
+                "required": ["signals", "updates", "queries"],
+                "description": "Only on GET /workflows/{workflow_id} (and the answers of "
+                "suspend, resume and retry): what a running or suspended run waits for now, "
+                "found by replaying its history read-only as a query does: the signals its "
+                "parked step waits on (unfinished branches included) and the updates and "
+                "queries its handlers answer. null when the run is pending or finished, or "
+                "the deployment does not register its type. A signal of another name is "
+                "kept until the run waits for it.",
             },
             "teardown": {
                 "type": "object",
@@ -105,6 +110,7 @@ COMPONENTS: dict[str, Schema] = {
             "input",
             "run",
             "concurrency_key",
+            "schedule_id",
         ],
     ),
     "FailedAttempt": _obj(
@@ -118,9 +124,25 @@ COMPONENTS: dict[str, Schema] = {
             "failed_at": {"type": ["number", "null"], "description": "Epoch seconds."},
             "retry_at": {
                 "type": ["number", "null"],
-                "description": "When the next attempt is due; null after the last one.",
+                "description": "When the next attempt is due (a retry of the run, for a final "
+                "failure it ran again); null after the last one.",
             },
-        }
+            "started_at": {
+                "type": ["number", "null"],
+                "description": "When the attempt started (epoch seconds); null if not kept.",
+            },
+            "traceback": {
+                "type": ["string", "null"],
+                "description": "Where the activity raised: its innermost frames, at most "
+                "2,048 bytes; null for a timeout or a failure reported from outside.",
+            },
+            "after_retries": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "How many retries of the run came before this attempt.",
+            },
+        },
+        ["step", "slot", "activity", "attempt", "error_type", "message", "failed_at", "retry_at"],
     ),
     "WorkflowSummary": _obj(
         {
@@ -145,7 +167,14 @@ COMPONENTS: dict[str, Schema] = {
         {
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/WorkflowSummary"}},
             "next_cursor": NULLABLE_STRING,
-        }
+            "counts": {
+                "type": "array",
+                "items": _obj({"value": STATUS, "count": {"type": "integer"}}),
+                "description": "Only with ?counts=status: the runs per status that pass "
+                "every filter but status, largest first.",
+            },
+        },
+        ["items", "next_cursor"],
     ),
     "EventPage": _obj(
         {
@@ -272,65 +301,11 @@ COMPONENTS: dict[str, Schema] = {
 }
 
 
-def _operation(route: Route) -> dict[str, Any]:
-    parameters: list[dict[str, Any]] = [
-        {
-            "name": name,
-            "in": "path",
-            "required": True,
-            "description": PATH_PARAMETERS[name].description,
-            "schema": documented(PATH_PARAMETERS[name].schema, PATH_PARAMETERS[name].description),
-        }
-        for name in route.path_params
-    ]
-    parameters += [
-        {"name": f.name, "in": "query", "description": f.description}
-        | {"schema": documented(f.schema)}
-        for f in route.query
-    ]
-    parameters.append({"$ref": "#/components/parameters/CorrelationId"})
-    operation: dict[str, Any] = {
-        "operationId": route.operation,
-        "summary": route.summary,
-        "parameters": parameters,
-    }
-    if route.body is not None:
-        schema: Schema = {
-            "type": "object",
-            "properties": {f.name: documented(f.schema, f.description) for f in route.body},
-            "additionalProperties": False,
-            **(route.body_rules or {}),
-        }
-        required = [f.name for f in route.body if f.required]
-        if required:
-            schema["required"] = required
-        operation["requestBody"] = {
-            "required": bool(required),
-            "content": {"application/json": {"schema": schema}},
-        }
-    responses: dict[str, Any] = {}
-    for status in route.success:
-        responses[str(status)] = _response(status, route.response, links_of(route, status))
-    for status in route.errors:
-        responses[str(status)] = _response(status, "Error")
-    operation["responses"] = responses
-    return operation
-
-
-def _response(status: int, schema: str, links: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        **({"links": links} if links else {}),
-        "description": STATUS_TEXT[status],
-        "headers": {"X-Correlation-Id": {"$ref": "#/components/headers/CorrelationId"}},
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
-    }
-
-
 def document() -> dict[str, Any]:
     """The OpenAPI document as a dict."""
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+        paths.setdefault(route.path, {})[route.method.lower()] = operation(route)
     correlation = (
         "Names the request in every log line, and is echoed back. A value of 1 to "
         f"{MAX_CORRELATION_ID} printable ASCII characters is used as it is; any other is "

@@ -95,6 +95,7 @@ BULK_FILTERS: dict[str, Schema] = {
     "started_after": EPOCH,
     "started_before": EPOCH,
     "id_prefix": {"type": "string", "minLength": 1},
+    "type_prefix": {"type": "string", "minLength": 1},
     "order": {"type": "string", "enum": ["oldest", "newest"]},
 }
 """The filters a bulk operation's ``filter`` object may hold: those of ``list``."""
@@ -137,4 +138,9 @@ _FILTERS = (
     Field("started_after", EPOCH, "Started at or after (epoch seconds)."),
     Field("started_before", EPOCH, "Started before (epoch seconds)."),
     Field("id_prefix", {"type": "string", "minLength": 1}, "Only ids starting with this."),
+    Field(
+        "type_prefix",
+        {"type": "string", "minLength": 1},
+        "Only workflow types starting with this (read from the same index as workflow_type).",
+    ),
 )
