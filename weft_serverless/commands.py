@@ -7,15 +7,16 @@ history or to carry it out. Each works as ``x = yield cmd`` and as ``x = yield f
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import re
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.errors_services import UnknownServiceError
+from weft_serverless.time_values import Duration, parse_duration
+
+__all__ = ["Duration", "parse_duration"]  # read here by the context, config and schedules
 
 T = TypeVar("T")
 
@@ -49,18 +50,34 @@ class RetryPolicy:
     non_retryable: tuple[type[BaseException] | str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise InvalidArgumentError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_backoff < 0 or self.max_backoff < 0:
-            raise InvalidArgumentError("backoffs must be >= 0 seconds")
-        if self.backoff_multiplier < 1:
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise InvalidArgumentError(
-                f"backoff_multiplier must be >= 1, got {self.backoff_multiplier}"
+                f"max_attempts must be a whole number >= 1, got {attempts!r}", "max_attempts"
             )
+        for name in ("initial_backoff", "max_backoff"):
+            object.__setattr__(self, name, parse_duration(getattr(self, name), name))
+        multiplier = self.backoff_multiplier
+        factor = math.nan
+        if isinstance(multiplier, int | float) and not isinstance(multiplier, bool):
+            try:
+                factor = float(multiplier)  # float powers: an int one could grow without end
+            except OverflowError:
+                factor = math.inf
+        if not 1 <= factor < math.inf:
+            raise InvalidArgumentError(
+                f"backoff_multiplier must be a finite number >= 1, got {multiplier!r}",
+                "backoff_multiplier",
+            )
+        object.__setattr__(self, "backoff_multiplier", factor)
 
     def backoff(self, failed_attempt: int) -> float:
-        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed."""
-        delay = self.initial_backoff * self.backoff_multiplier ** (failed_attempt - 1)
+        """Seconds to wait after attempt number ``failed_attempt`` (1-based) failed: never
+        more than ``max_backoff``, however large the power grows."""
+        try:
+            delay = self.initial_backoff * self.backoff_multiplier ** (failed_attempt - 1)
+        except OverflowError:  # float ** raises instead of reaching infinity
+            return float(self.max_backoff)
         return float(min(delay, self.max_backoff))
 
     def is_retryable(self, error_type_names: list[str], error: BaseException | None) -> bool:
@@ -218,40 +235,3 @@ class UpsertSearchAttributes(Command[None]):
 
     def signature(self) -> str:
         return "upsert_search_attributes:" + ",".join(sorted(self.values))
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-Duration = float | int | str | _dt.timedelta
-"""Seconds, a ``timedelta`` or a string like ``"5m"``: what ``parse_duration`` reads."""
-
-
-def parse_duration(value: Duration, what: str = "duration") -> float:
-    """Seconds from a number, a ``timedelta``, or a string like ``"500ms"``, ``"5m"``, ``"1d"``.
-
-    A bad value raises ``InvalidArgumentError`` whose ``field`` is ``what``.
-    """
-    kinds = f"{what} must be seconds, a timedelta or a string like '5m'"
-    if isinstance(value, bool):
-        raise InvalidArgumentError(kinds, field=what)
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, _dt.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, str):
-        match = _DURATION.match(value)
-        if not match:
-            raise InvalidArgumentError(
-                f"{what} {value!r} is not a duration; use e.g. '500ms', '10s', '5m', '2h', '1d'",
-                field=what,
-            )
-        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    else:
-        raise InvalidArgumentError(kinds, field=what)
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidArgumentError(
-            f"{what} must be a finite number >= 0 seconds, got {value!r}", field=what
-        )
-    return seconds

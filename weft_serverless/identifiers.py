@@ -9,6 +9,7 @@ never fail later in storage (ADR 0012; ``tests/unit/test_identifier_budget.py``)
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from weft_serverless.errors import InvalidArgumentError
@@ -19,6 +20,26 @@ MAX_NAME_BYTES = 256
 """Signal names, update names and ``get_version`` change ids."""
 MAX_DEDUP_ID_BYTES = 128
 """``signal_id`` and ``update_id``."""
+
+NON_PRINTABLE = (
+    r"\x00-\x1f\x7f-\xa0\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u1680"
+    r"\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000\ue000-\uf8ff"
+    r"\ufdd0-\ufdef\ufeff\ufff9-\ufffb\ufffe\uffff"
+)
+"""The characters an id may not hold, as the body of a regular expression class: the
+controls, format characters, separators but the space, private-use characters and
+noncharacters of the Basic Multilingual Plane (what ``str.isprintable`` refuses there,
+unassigned code points aside). Unlike ``isprintable``, the rule does not move with Python's
+Unicode tables, so every engine of a fleet agrees on which ids exist; and it is the same
+text in the HTTP API's OpenAPI document (``\\xHH`` and ``\\uHHHH`` read alike in Python, ECMA
+and Rust regular expressions)."""
+PRINTABLE_PATTERN = f"^[^{NON_PRINTABLE}]+$"
+_PRINTABLE = re.compile(PRINTABLE_PATTERN)
+
+
+def is_printable(text: str) -> bool:
+    """Whether ``text`` is non-empty and holds no character of ``NON_PRINTABLE``."""
+    return _PRINTABLE.fullmatch(text) is not None
 
 
 def check_text(value: Any, what: str, field: str | None) -> str:
@@ -55,10 +76,15 @@ def check_identifier(value: Any, field: str, max_bytes: int) -> str:
 
 
 def check_workflow_id(value: Any, field: str = "workflow id") -> str:
-    """A workflow (or child) id: an identifier that also has no control characters."""
+    """A workflow (or child) id: an identifier whose characters are all printable
+    (``is_printable``), so it shows as it is in logs, the console and a terminal."""
     check_identifier(value, field, MAX_WORKFLOW_ID_BYTES)
-    if not value.isprintable():
-        raise InvalidArgumentError(f"{field} must not contain control characters", field)
+    if not is_printable(value):
+        raise InvalidArgumentError(
+            f"{field} must not contain control, format or separator characters (a space is "
+            f"fine), got {value!r}",
+            field,
+        )
     return str(value)
 
 

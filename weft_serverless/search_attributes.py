@@ -37,13 +37,15 @@ MAX_ATTRIBUTES = 10
 MAX_TAGS = 10
 """Tags per run: each is one index item, rewritten when the run's status changes."""
 MAX_TAG_LENGTH = 64
+TAG_PATTERN = f"^[A-Za-z0-9_.:/@-]{{1,{MAX_TAG_LENGTH}}}$"
+"""One tag, as a JSON Schema pattern too (the HTTP API documents it)."""
 MAX_STRING_VALUE_BYTES = 256
 """A string value's UTF-8 length: it is part of a storage key."""
 MAX_SAFE_INT = 2**53
 """Whole numbers beyond this lose precision as index numbers, so they are refused."""
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
-_TAG = re.compile(r"^[A-Za-z0-9_.:/@-]+$")
+_TAG = re.compile(TAG_PATTERN)  # used with fullmatch: a search's "$" allows a final "\n"
 
 Declared = Mapping[str, type]
 
@@ -126,21 +128,27 @@ def _string_ok(value: str) -> bool:
 
 
 def check_tags(tags: object) -> list[str]:
-    """Tags, checked and de-duplicated in their given order; ``InvalidTagError`` otherwise."""
+    """Tags, checked and de-duplicated in their given order; ``InvalidTagError`` otherwise.
+
+    The one check of every entry point (start, child start, list and count filters, bulk
+    filters). Each tag is checked before any is hashed, so ``[[1]]`` or ``[{}]`` is a bad
+    tag, not a ``TypeError``.
+    """
     if tags is None:
         return []
-    if isinstance(tags, str) or not isinstance(tags, Iterable):
-        raise InvalidTagError("tags must be a list of strings", "tags")
-    unique = list(dict.fromkeys(tags))
-    if len(unique) > MAX_TAGS:
-        raise InvalidTagError(f"a run has at most {MAX_TAGS} tags; got {len(unique)}", "tags")
-    for tag in unique:
-        if not isinstance(tag, str) or len(tag) > MAX_TAG_LENGTH or not _TAG.match(tag):
+    if isinstance(tags, str | bytes | Mapping) or not isinstance(tags, Iterable):
+        raise InvalidTagError(f"tags must be a list of strings, got {tags!r}", "tags")
+    given = list(tags)
+    for tag in given:
+        if not isinstance(tag, str) or not _TAG.fullmatch(tag):
             raise InvalidTagError(
                 f"tag {tag!r} must be 1 to {MAX_TAG_LENGTH} characters of letters, digits and "
                 "_ . : / @ -",
                 "tags",
             )
+    unique = list(dict.fromkeys(given))
+    if len(unique) > MAX_TAGS:
+        raise InvalidTagError(f"a run has at most {MAX_TAGS} tags; got {len(unique)}", "tags")
     return unique
 
 

@@ -10,6 +10,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from weft_serverless_infra import _nag
+from weft_serverless_infra.names import API_ROUTES
 
 PROXY_PARAMETER = "method.request.path.proxy"
 CLOUDWATCH_ROLE_POLICY = (
@@ -18,11 +19,12 @@ CLOUDWATCH_ROLE_POLICY = (
 
 
 class WeftApi(Construct):
-    """``ANY /workflows``, ``ANY /workflows/{proxy+}``, ``ANY /activities/{proxy+}``,
-    ``ANY /bulk`` and ``ANY /bulk/{proxy+}``.
+    """``ANY`` on each path of ``API_ROUTES`` (``/workflows``, ``/workflows/{proxy+}``,
+    ``/workflow-counts``, ``/schedules``, ``/schedules/{proxy+}``, ``/activities/{proxy+}``,
+    ``/bulk``, ``/bulk/{proxy+}``).
 
-    Routing stays in the handler (powertools ``APIGatewayRestResolver``), so API Gateway only
-    authenticates (SigV4), checks required parameters, logs and forwards.
+    Routing below them stays in the handler (powertools ``APIGatewayRestResolver``), so API
+    Gateway only authenticates (SigV4), checks required parameters, logs and forwards.
 
     Attributes:
         rest_api: The REST API; its deployment stage carries the logging settings.
@@ -85,14 +87,12 @@ class WeftApi(Construct):
         validator = self.rest_api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
-        workflows = self.rest_api.root.add_resource("workflows")
-        workflows.add_method("ANY", request_validator=validator)
-        bulk = self.rest_api.root.add_resource("bulk")  # bulk operations (ADR 0031)
-        bulk.add_method("ANY", request_validator=validator)
-        for parent in (workflows, self.rest_api.root.add_resource("activities"), bulk):
-            parent.add_resource("{proxy+}").add_method(
-                "ANY", request_validator=validator, request_parameters={PROXY_PARAMETER: True}
-            )
+        for path in API_ROUTES:
+            resource = self.rest_api.root
+            for part in path.strip("/").split("/"):
+                resource = resource.get_resource(part) or resource.add_resource(part)
+            proxy = {PROXY_PARAMETER: True} if path.endswith("{proxy+}") else None
+            resource.add_method("ANY", request_validator=validator, request_parameters=proxy)
         self._protect(cloudwatch_role, web_acl_arn)
 
     def _protect(self, cloudwatch_role: bool, web_acl_arn: str | None) -> None:

@@ -17,14 +17,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-ROUTE_PATHS = (
-    "/workflows",
-    "/workflows/{proxy+}",
-    "/activities/{proxy+}",
-    "/bulk",
-    "/bulk/{proxy+}",
-)
-"""The same resources as the REST API; routing below them stays in the handler."""
+from weft_serverless_infra.names import API_ROUTES
 
 ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId",
@@ -42,8 +35,8 @@ ACCESS_LOG_FORMAT = {
 
 
 class WeftHttpApi(Construct):
-    """``ANY /workflows``, ``ANY /workflows/{proxy+}``, ``ANY /activities/{proxy+}``,
-    ``ANY /bulk`` and ``ANY /bulk/{proxy+}``, every route with IAM (SigV4) authorization.
+    """``ANY`` on each path of ``API_ROUTES``, the REST API's routes, every route with IAM
+    (SigV4) authorization.
 
     Attributes:
         http_api: The HTTP API.
@@ -76,7 +69,7 @@ class WeftHttpApi(Construct):
         )
         integration = integrations.HttpLambdaIntegration("Handler", handler)
         authorizer = authorizers.HttpIamAuthorizer()
-        for path in ROUTE_PATHS:
+        for path in API_ROUTES:
             self.http_api.add_routes(
                 path=path,
                 methods=[apigwv2.HttpMethod.ANY],

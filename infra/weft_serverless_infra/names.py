@@ -31,3 +31,19 @@ API_HANDLER = "handlers.api.handler"
 MAINTENANCE_HANDLER = "handlers.maintenance.handler"
 RUNTIME_PACKAGES = ("weft_serverless", "handlers")
 """Top-level packages every asset folder holds besides the user's workflows."""
+
+API_ROUTES = (
+    "/workflows",
+    "/workflows/{proxy+}",
+    "/workflow-counts",
+    "/schedules",
+    "/schedules/{proxy+}",
+    "/activities/{proxy+}",
+    "/bulk",
+    "/bulk/{proxy+}",
+)
+"""What both API flavours (REST and HTTP API) route to the API function, with every method:
+each resource of ``docs/openapi.json`` that has operations of its own, and a greedy proxy
+below each that has deeper ones; routing inside them stays in the handler.
+``tests/infra/test_api_contract.py`` checks that these cover every documented operation and
+that each covers one at least."""

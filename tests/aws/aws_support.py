@@ -34,8 +34,11 @@ class FakeMonotonic:
         self.now += seconds
 
     def sleep(self, seconds: float) -> None:
+        """Move the clock on by ``seconds``, and by a microsecond at least: a real clock has
+        moved when any sleep returns, so a wait of ``5e-324`` s (which ``now + seconds``
+        would round away) still runs out."""
         self.sleeps.append(seconds)
-        self.now += seconds
+        self.now += max(seconds, 1e-6)
         if self.on_sleep is not None:
             self.on_sleep(seconds)
 

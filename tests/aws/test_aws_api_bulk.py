@@ -70,8 +70,10 @@ def test_cancel_and_retry_routes_and_their_errors(api: Api) -> None:
     retried = api("POST", "/bulk/retry", {"confirm": retry["token"]}).body
     assert (retried["kind"], retried["done"]) == ("retry", 1)
 
-    missing = api("GET", "/bulk/nope")
+    missing = api("GET", "/bulk/1767225600000-0123abcd")
     assert (missing.status, missing.code) == (404, "BulkOperationNotFoundError")
+    malformed = api("GET", "/bulk/nope")  # no operation id has this form: refused unread
+    assert (malformed.status, malformed.body["field"]) == (400, "operation_id")
 
 
 @pytest.mark.parametrize(

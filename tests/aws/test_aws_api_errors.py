@@ -18,6 +18,7 @@ from aws_support import Api, Reply, log_lines, table_items
 
 from weft_serverless import Engine
 from weft_serverless.aws import build_engine
+from weft_serverless.codec import decode, encode
 from weft_serverless.errors import StorageRetriesExhaustedError
 from weft_serverless.storage import keys
 from weft_serverless.storage.dynamodb import DynamoDBStorage
@@ -121,6 +122,14 @@ CASES = [
     Case("naive start_at", start({"start_at": "2030-01-01T00:00:00"}), 400, BAD, "start_at"),
     Case("bad start_at", start({"start_at": "tomorrow"}), 400, BAD, "start_at"),
     Case("wait too long", start({"wait_seconds": 30}), 400, BAD, "wait_seconds"),
+    Case("tag not a string", start({"tags": [[1]]}), 400, "InvalidTagError", "tags"),
+    Case(
+        "bulk filter tag not a string",
+        post("/bulk/cancel", {"filter": {"tags": [{}]}, "dry_run": True}),
+        400,
+        "InvalidTagError",
+        "tags",
+    ),
     Case("bool is not a number", start({"wait_seconds": True}), 400, BAD, "wait_seconds"),
     Case("limit not a number", get("/workflows", query={"limit": "ten"}), 400, BAD, "limit"),
     Case("limit zero", get("/workflows", query={"limit": "0"}), 400, BAD, "limit"),
@@ -391,3 +400,29 @@ def test_an_unexpected_error_is_a_500_that_reveals_nothing(
     logged = [line for line in log_lines(capsys.readouterr().out) if line["level"] == "ERROR"]
     assert logged and "secret internal detail" in json.dumps(logged[0])
     assert logged[0]["correlation_id"] == "c-500"
+
+
+def test_a_record_from_a_newer_release_is_a_retryable_503_naming_its_code(
+    api: Api, engine: Engine, client: Any, dynamodb_table: str
+) -> None:
+    """A run stamped with a newer schema version (a rollback, or a mixed fleet mid-deploy)
+    cannot be served by this release: 503 with the error's own code and ``retryable``, not an
+    anonymous 500, and the record is left exactly as stored."""
+    running(api)
+    storage = engine.runtime.storage
+    state = keys.state_key("wf")
+    raw = storage.get(state)
+    assert raw is not None
+    storage.put(state, encode({**decode(raw), "sv": 2}))
+    before = table_items(client, dynamodb_table)
+
+    for reply in (
+        api("GET", "/workflows/wf"),
+        api("POST", "/workflows/wf/signals/approve", {"payload": 1}),
+        api("POST", "/workflows/wf/cancel"),
+    ):
+        assert reply.status == 503, reply.body
+        assert reply.code == "UnsupportedSchemaVersionError"
+        assert reply.body["retryable"] is True
+        assert "upgrade this engine" in reply.body["message"]
+    assert table_items(client, dynamodb_table) == before

@@ -56,6 +56,13 @@ def test_a_bad_declaration_is_a_builder_error(declared: Any) -> None:
         ({}, [f"t{i}" for i in range(11)], InvalidTagError),
         ({}, "vip", InvalidTagError),
         ({}, ["x" * 65], InvalidTagError),
+        ({}, [[1]], InvalidTagError),  # unhashable: was a TypeError
+        ({}, [{}], InvalidTagError),
+        ({}, [None], InvalidTagError),
+        ({}, ["vip\n"], InvalidTagError),
+        ({}, [""], InvalidTagError),
+        ({}, {"vip": True}, InvalidTagError),
+        ({}, b"vip", InvalidTagError),
     ],
 )
 def test_a_bad_start_writes_nothing(
@@ -103,6 +110,8 @@ def test_a_bad_upsert_fails_the_run_without_storing_the_value(storage_factory: O
         {"where": ["customer"]},
         {"order": "sideways"},
         {"tags": ["a b"]},
+        {"tags": [{}]},
+        {"tags": [[1]]},
         {"started_after": "yesterday"},
         {"started_before": datetime.datetime(2026, 1, 1)},
         {"id_prefix": ""},
@@ -119,6 +128,41 @@ def test_a_bad_filter_is_refused_before_any_read(
     with pytest.raises(InvalidArgumentError):
         te.count(**{k: v for k, v in filters.items() if k != "order"} or {"group_by": ""})
     assert te.storage.stats.scans == scans
+
+
+@pytest.mark.parametrize("tags", [[{}], [[1]], ["a b"], "vip"])
+def test_a_bulk_filter_with_a_bad_tag_is_refused_before_any_read(
+    storage_factory: Opener, tags: Any
+) -> None:
+    """Bulk operations filter through the same tag check as ``list``: typed, nothing read."""
+    te = make_engine(storage_factory, WORKFLOWS)
+    scans, before = te.storage.stats.scans, WriteCount.of(te.storage)
+    for act in (te.cancel_all, te.retry_failed_all):
+        with pytest.raises(InvalidTagError):
+            act(tags=tags, dry_run=True)
+    with pytest.raises(InvalidTagError):
+        te.signal_all("go", None, tags=tags, dry_run=True)
+    assert te.storage.stats.scans == scans
+    assert WriteCount.of(te.storage).items == before.items
+
+
+def test_a_child_started_with_a_bad_tag_fails_the_parent_at_that_line(
+    storage_factory: Opener,
+) -> None:
+    te = make_engine(storage_factory, {**WORKFLOWS, "bad-child": _bad_child})
+    te.start("bad-child", None, id="p")
+    described = te.describe("p")
+    assert described.status == "failed"
+    assert described.error is not None and described.error["type"] == "InvalidTagError"
+    with pytest.raises(WorkflowNotFoundError):
+        te.describe("c")
+
+
+def _child_with_bad_tag(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, None]:
+    yield ctx.start_child("plain", None, id="c", tags=[["nested"]])
+
+
+_bad_child = workflow("bad-child").execute(_child_with_bad_tag)
 
 
 def test_a_bad_group_by_is_a_filter_error(storage_factory: Opener) -> None:

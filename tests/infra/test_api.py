@@ -64,6 +64,9 @@ def test_every_method_requires_iam_and_validation(synthesis: Synthesis, variant:
         "ANY /activities/{proxy+}",
         "ANY /bulk",
         "ANY /bulk/{proxy+}",
+        "ANY /schedules",
+        "ANY /schedules/{proxy+}",
+        "ANY /workflow-counts",
         "ANY /workflows",
         "ANY /workflows/{proxy+}",
     ]
@@ -112,6 +115,9 @@ def test_api_gateway_may_invoke_only_its_routes(synthesis: Synthesis, variant: s
         "/*/activities/*",
         "/*/bulk",
         "/*/bulk/*",
+        "/*/schedules",
+        "/*/schedules/*",
+        "/*/workflow-counts",
         "/*/workflows",
         "/*/workflows/*",
     ]
@@ -219,6 +225,9 @@ def test_http_api_routes_require_iam_and_reach_the_api_function(synthesis: Synth
         "ANY /activities/{proxy+}",
         "ANY /bulk",
         "ANY /bulk/{proxy+}",
+        "ANY /schedules",
+        "ANY /schedules/{proxy+}",
+        "ANY /workflow-counts",
         "ANY /workflows",
         "ANY /workflows/{proxy+}",
     ]

@@ -16,9 +16,9 @@ def both(synthesis: Synthesis) -> list[Synth]:
 
 DEFAULT_INVENTORY = {
     "AWS::ApiGateway::Deployment": 1,
-    "AWS::ApiGateway::Method": 5,
+    "AWS::ApiGateway::Method": 8,
     "AWS::ApiGateway::RequestValidator": 1,
-    "AWS::ApiGateway::Resource": 6,
+    "AWS::ApiGateway::Resource": 9,
     "AWS::ApiGateway::RestApi": 1,
     "AWS::ApiGateway::Stage": 1,
     "AWS::CloudWatch::Alarm": 12,  # EventsDeadLettered joined (ADR 0043)
@@ -28,7 +28,7 @@ DEFAULT_INVENTORY = {
     "AWS::IAM::Role": 2,
     "AWS::Lambda::EventInvokeConfig": 1,
     "AWS::Lambda::Function": 2,
-    "AWS::Lambda::Permission": 6,
+    "AWS::Lambda::Permission": 9,
     "AWS::Logs::LogGroup": 3,
     "AWS::SNS::Topic": 1,
     "AWS::SNS::TopicPolicy": 1,

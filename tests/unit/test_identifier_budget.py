@@ -93,7 +93,7 @@ def test_the_longest_accepted_identifiers_fit_every_key_shape(
         ("bad\ud800", "lone surrogate"),
         ("", "non-empty string"),
         (7, "non-empty string"),
-        ("tab\tid", "control characters"),
+        ("tab\tid", "control, format or separator characters"),
     ],
     ids=["ascii-over", "two-byte-over", "surrogate", "empty", "not-str", "control"],
 )

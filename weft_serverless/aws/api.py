@@ -13,6 +13,7 @@ is a 500 whose body reveals nothing (the stack goes to the log, under the correl
 from __future__ import annotations
 
 import contextvars
+import re
 import time
 import urllib.parse
 import uuid
@@ -27,7 +28,7 @@ from .caller import caller_of
 from .context import LambdaContext
 from .logs import get_logger
 from .responses import ApiError, error_of, to_json
-from .route_types import MAX_BODY_BYTES, Route
+from .route_types import MAX_BODY_BYTES, MAX_CORRELATION_ID, Route
 from .routes import ROUTES
 from .runtime import get_engine, seconds_from_env
 from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
@@ -42,7 +43,6 @@ LambdaHandler = Callable[[Event, LambdaContext], dict[str, Any]]
 
 STEP_RESERVE_ENV = "WEFT_STEP_RESERVE_SECONDS"
 CORRELATION_HEADER = "X-Correlation-Id"
-MAX_CORRELATION_ID = 128
 JSON = "application/json"
 
 
@@ -177,6 +177,9 @@ def _view(
 ) -> Callable[..., Response[str]]:
     def view(**path: str) -> Response[str]:
         state = current.get()
+        allowed = allowed_methods(re.sub(r"{(\w+)}", lambda m: path[m.group(1)], route.path))
+        if allowed and route.method not in allowed:  # a more specific path holds the request
+            return _method_not_allowed(route.path, allowed)
         try:
             encoded = state.shape != HTTP
             status, payload = calls.call(
@@ -215,13 +218,32 @@ def _not_found(app: ApiGatewayResolver) -> Callable[[Exception], Response[str]]:
 
     def not_found(_: Exception) -> Response[str]:
         path = app.current_event.path
-        allowed = sorted({r.method for r in ROUTES if _template_matches(r.path, path)})
+        allowed = allowed_methods(path)
         if allowed:
-            error = ApiError(405, "MethodNotAllowed", f"{path} accepts {', '.join(allowed)}")
-            return _error_response(error, {"Allow": ", ".join(allowed)})
+            return _method_not_allowed(path, allowed)
         return _error_response(ApiError(404, "NotFound", f"no route for {path}"))
 
     return not_found
+
+
+def _method_not_allowed(path: str, allowed: list[str]) -> Response[str]:
+    error = ApiError(405, "MethodNotAllowed", f"{path} accepts {', '.join(allowed)}")
+    return _error_response(error, {"Allow": ", ".join(allowed)})
+
+
+def allowed_methods(path: str) -> list[str]:
+    """The methods the document gives ``path``: those of the route templates it matches with
+    the most literal segments, as OpenAPI matches a concrete path before a templated one, so
+    ``/bulk/cancel`` takes POST only, not also the GET of ``/bulk/{operation_id}``."""
+    matching = [route for route in ROUTES if _template_matches(route.path, path)]
+    if not matching:
+        return []
+    best = max(_literal_segments(route.path) for route in matching)
+    return sorted({r.method for r in matching if _literal_segments(r.path) == best})
+
+
+def _literal_segments(template: str) -> int:
+    return sum(not part.startswith("{") for part in template.strip("/").split("/"))
 
 
 def _template_matches(template: str, path: str) -> bool:

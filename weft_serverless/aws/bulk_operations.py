@@ -8,6 +8,7 @@ from weft_serverless import BulkOperation, BulkPreview
 
 from .operations import Reply, Request
 from .responses import bad_request
+from .route_types import BULK_FILTERS
 
 
 def bulk_json(result: BulkPreview | BulkOperation) -> dict[str, Any]:
@@ -30,6 +31,9 @@ def _bulk_options(request: Request) -> dict[str, Any]:
     filters = body.get("filter") or {}
     if not isinstance(filters, dict):
         raise bad_request("filter", "must be an object of list filters")
+    for name in filters:  # else a key such as "page_size" would reach the call as an option
+        if name not in BULK_FILTERS:
+            raise bad_request(name, f"is not a filter; a filter takes {', '.join(BULK_FILTERS)}")
     options = {
         name: body[name] for name in ("dry_run", "confirm", "reason", "page_size") if name in body
     }

@@ -3,12 +3,8 @@ route table."""
 
 from __future__ import annotations
 
-from .route_types import (
-    _BULK_FIELDS,
-    ANY,
-    Field,
-    Route,
-)
+from .route_types import Field, Route, bulk_fields
+from .schemas import ANY, NAME
 
 BULK_ROUTES: tuple[Route, ...] = (
     *(
@@ -19,7 +15,7 @@ BULK_ROUTES: tuple[Route, ...] = (
             summary,
             (200,),
             "BulkResult",
-            body=(*extra, *_BULK_FIELDS),
+            body=(*extra, *bulk_fields(kind)),
             errors=(400, 409, 413, 500, 503),
             payload_field="payload" if extra else None,
         )
@@ -29,7 +25,7 @@ BULK_ROUTES: tuple[Route, ...] = (
                 "signal",
                 "Signal every run the filter matches, once each (dry run first).",
                 (
-                    Field("name", {"type": "string", "minLength": 1}, "Signal name.", True),
+                    Field("name", NAME, "Signal name.", True),
                     Field("payload", ANY, "The signal's payload."),
                 ),
             ),

@@ -13,23 +13,10 @@ from typing import Any
 
 from weft_serverless import WORKFLOW_STATUSES, __version__
 
-from .route_types import ANY, Route, Schema
+from .openapi_operations import operation
+from .route_types import MAX_CORRELATION_ID
 from .routes import ROUTES
-
-STATUS_TEXT = {
-    200: "OK",
-    201: "Started; the workflow as it stands after the inline drive (and the wait).",
-    202: "Still running; poll again or wait longer.",
-    400: "Bad input: `field` names it (an update validator's findings are in `issues`).",
-    404: "No such workflow or activity token.",
-    409: "The workflow's state does not allow this now; retry when `retryable` is true.",
-    413: "A payload (or the whole body) is over the size limit; `field` names it.",
-    422: "The update handler raised; nothing was stored.",
-    429: "The workflow type's concurrency limit for this key is reached; nothing was stored. "
-    "`workflow_type`, `key` and `limit` say which; retry after a run of that key ends.",
-    500: "Unexpected failure; nothing about it is revealed here (see the logs).",
-    503: "Storage unavailable or throttled; retry with the same ids.",
-}
+from .schemas import ANY, Schema
 
 
 def _obj(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:
@@ -314,58 +301,16 @@ COMPONENTS: dict[str, Schema] = {
 }
 
 
-def _operation(route: Route) -> dict[str, Any]:
-    parameters: list[dict[str, Any]] = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in route.path_params
-    ]
-    parameters += [
-        {"name": f.name, "in": "query", "description": f.description, "schema": f.schema}
-        for f in route.query
-    ]
-    parameters.append({"$ref": "#/components/parameters/CorrelationId"})
-    operation: dict[str, Any] = {
-        "operationId": route.operation,
-        "summary": route.summary,
-        "parameters": parameters,
-    }
-    if route.body is not None:
-        properties = {f.name: {**f.schema, "description": f.description} for f in route.body}
-        schema: Schema = {
-            "type": "object",
-            "properties": properties,
-            "additionalProperties": False,
-        }
-        required = [f.name for f in route.body if f.required]
-        if required:
-            schema["required"] = required
-        operation["requestBody"] = {
-            "required": bool(required),
-            "content": {"application/json": {"schema": schema}},
-        }
-    responses: dict[str, Any] = {}
-    for status in route.success:
-        responses[str(status)] = _response(status, route.response)
-    for status in route.errors:
-        responses[str(status)] = _response(status, "Error")
-    operation["responses"] = responses
-    return operation
-
-
-def _response(status: int, schema: str) -> dict[str, Any]:
-    return {
-        "description": STATUS_TEXT[status],
-        "headers": {"X-Correlation-Id": {"$ref": "#/components/headers/CorrelationId"}},
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
-    }
-
-
 def document() -> dict[str, Any]:
     """The OpenAPI document as a dict."""
     paths: dict[str, dict[str, Any]] = {}
     for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-    correlation = "Echoed back; defaults to API Gateway's request id. Every log line carries it."
+        paths.setdefault(route.path, {})[route.method.lower()] = operation(route)
+    correlation = (
+        "Names the request in every log line, and is echoed back. A value of 1 to "
+        f"{MAX_CORRELATION_ID} printable ASCII characters is used as it is; any other is "
+        "ignored, and API Gateway's request id is used instead."
+    )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -383,11 +328,18 @@ def document() -> dict[str, Any]:
                     "name": "X-Correlation-Id",
                     "in": "header",
                     "description": correlation,
-                    "schema": {"type": "string", "maxLength": 128},
+                    "schema": {"type": "string"},
                 }
             },
             "headers": {
-                "CorrelationId": {"description": correlation, "schema": {"type": "string"}}
+                "CorrelationId": {
+                    "description": "The request's correlation id: the caller's, or API "
+                    "Gateway's request id.",
+                    "schema": {
+                        "type": "string",
+                        "pattern": f"^[\\x20-\\x7e]{{1,{MAX_CORRELATION_ID}}}$",
+                    },
+                }
             },
             "securitySchemes": {
                 "sigv4": {

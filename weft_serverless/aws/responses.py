@@ -32,6 +32,7 @@ from weft_serverless.errors import (
     UnknownQueryError,
     UnknownUpdateError,
     UnknownWorkflowTypeError,
+    UnsupportedSchemaVersionError,
     UpdateFailedError,
     UpdateValidationError,
     WeftError,
@@ -69,6 +70,9 @@ ERROR_STATUSES: tuple[tuple[type[WeftError], int, bool], ...] = (
     (UpdateFailedError, 422, False),
     (WorkflowConcurrencyLimitExceededError, 429, True),
     (StorageUnavailableError, 503, True),
+    # A record written by a newer release: this container cannot serve the request, another
+    # one (during a deploy) or a later one (after a rollback is rolled forward) can.
+    (UnsupportedSchemaVersionError, 503, True),
 )
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from weft_serverless import WORKFLOW_STATUSES as STATUSES
 
 from .bulk_routes import BULK_ROUTES
-from .route_types import _FILTERS, _NAME_ERRORS, _WAIT, ANY, DURATION, ID, Field, Route
+from .route_types import _FILTERS, _NAME_ERRORS, _WAIT, Field, Route
 from .schedule_routes import SCHEDULE_ROUTES
+from .schemas import ANY, DEDUP_ID, ID, INSTANT, NAME, TAGS, duration, text
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -23,27 +24,28 @@ ROUTES: tuple[Route, ...] = (
         (201,),
         "Workflow",
         body=(
-            Field("workflow_type", {"type": "string", "minLength": 1}, "Registered type.", True),
+            Field("workflow_type", NAME, "Registered type.", True),
             Field("input", ANY, "The workflow's input."),
             Field("id", ID, "Workflow id; a random one when absent."),
-            Field("idempotency_key", {"type": "string", "minLength": 1}, "Repeat-safe key."),
-            Field("execution_timeout", DURATION, "End the run timed-out after this long."),
+            Field("idempotency_key", text(256), "Repeat-safe key."),
             Field(
-                "start_at",
-                {"type": ["number", "string"]},
-                "Start later: epoch seconds or an ISO 8601 time with a zone.",
+                "execution_timeout",
+                duration(0, exclusive=True),
+                "End the run timed-out after this long.",
             ),
-            Field("start_after", DURATION, "Start after this delay."),
+            Field("start_at", INSTANT, "Start later, at this time (not with start_after)."),
+            Field("start_after", duration(), "Start after this delay (not with start_at)."),
             Field(
                 "search_attributes",
                 {"type": "object"},
                 "Values of search attributes the workflow type declares.",
             ),
-            Field("tags", {"type": "array"}, "Short strings to find the run by."),
+            Field("tags", TAGS, "Short strings to find the run by."),
             _WAIT,
         ),
         errors=(400, 409, 413, 429, 500, 503),
         payload_field="input",
+        body_rules={"not": {"required": ["start_at", "start_after"]}},
     ),
     Route(
         "list_workflows",
@@ -138,7 +140,7 @@ ROUTES: tuple[Route, ...] = (
         "SignalAccepted",
         body=(
             Field("payload", ANY, "The signal's payload."),
-            Field("signal_id", {"type": "string", "minLength": 1, "maxLength": 128}, "Dedup id."),
+            Field("signal_id", DEDUP_ID, "Dedup id."),
         ),
         errors=_NAME_ERRORS,
         payload_field="payload",
@@ -152,7 +154,7 @@ ROUTES: tuple[Route, ...] = (
         "UpdateResult",
         body=(
             Field("payload", ANY, "The update's payload."),
-            Field("update_id", {"type": "string", "minLength": 1, "maxLength": 128}, "Dedup id."),
+            Field("update_id", DEDUP_ID, "Dedup id."),
         ),
         errors=(*_NAME_ERRORS, 422),
         payload_field="payload",

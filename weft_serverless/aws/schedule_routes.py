@@ -3,15 +3,8 @@ backfill): part of the one route table."""
 
 from __future__ import annotations
 
-from .route_types import (
-    ANY,
-    DURATION,
-    INSTANT,
-    OVERLAPS,
-    SCHEDULE_ID,
-    Field,
-    Route,
-)
+from .route_types import OVERLAPS, Field, Route
+from .schemas import ANY, INSTANT, NAME, SCHEDULE_ID, duration
 
 SCHEDULE_ROUTES: tuple[Route, ...] = (
     Route(
@@ -25,19 +18,24 @@ SCHEDULE_ROUTES: tuple[Route, ...] = (
             Field(
                 "schedule_id", SCHEDULE_ID, "The schedule's id; its runs' ids add the time.", True
             ),
-            Field("workflow_type", {"type": "string", "minLength": 1}, "Registered type.", True),
+            Field("workflow_type", NAME, "Registered type.", True),
             Field("input", ANY, "Every run's input."),
             Field("cron", {"type": "string", "minLength": 1}, "A cron expression (or every)."),
-            Field("every", DURATION, "A fixed interval of at least 1 s (or cron)."),
+            Field("every", duration(1), "A fixed interval of at least 1 s (or cron)."),
             Field("timezone", {"type": "string", "minLength": 1}, "IANA name (default UTC)."),
             Field("overlap", {"type": "string", "enum": list(OVERLAPS)}, "Default skip."),
-            Field("catchup_window", DURATION, "A fire found later than this is missed."),
-            Field("jitter", DURATION, "Delay each fire by a deterministic offset below this."),
-            Field("start_at", INSTANT, "No fire before: epoch seconds or ISO 8601 with a zone."),
-            Field("end_at", INSTANT, "No fire after: epoch seconds or ISO 8601 with a zone."),
+            Field(
+                "catchup_window",
+                duration(0, exclusive=True),
+                "A fire found later than this is missed.",
+            ),
+            Field("jitter", duration(), "Delay each fire by a deterministic offset below this."),
+            Field("start_at", INSTANT, "No fire before this time."),
+            Field("end_at", INSTANT, "No fire after this time (not before start_at)."),
         ),
         errors=(400, 409, 413, 500, 503),
         payload_field="input",
+        body_rules={"oneOf": [{"required": ["cron"]}, {"required": ["every"]}]},
     ),
     Route(
         "list_schedules",
@@ -91,8 +89,8 @@ SCHEDULE_ROUTES: tuple[Route, ...] = (
         (200,),
         "ScheduleBackfilled",
         body=(
-            Field("start", INSTANT, "From: epoch seconds or ISO 8601 with a zone.", True),
-            Field("end", INSTANT, "To (at most now): epoch seconds or ISO 8601 with a zone.", True),
+            Field("start", INSTANT, "From this time.", True),
+            Field("end", INSTANT, "To this time (not before start, at most now).", True),
         ),
         errors=(400, 404, 500, 503),
     ),

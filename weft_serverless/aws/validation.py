@@ -1,8 +1,10 @@
 """Request validation against the route table: one field at a time, naming the field.
 
-A small JSON Schema subset (type, length, range, enum, pattern) is all the table uses, so
-it is checked here by hand rather than with pydantic, which the Lambda package does not
-ship. Unknown fields are refused, so a misspelt option fails loudly instead of being ignored.
+A small JSON Schema subset (type, length, range, enum, anchored pattern, and UTF-8 length as
+``x-utf8-max-bytes``) is all the table uses, so it is checked here by hand rather than with
+pydantic, which the Lambda package does not ship. Unknown fields are refused, so a misspelt
+option fails loudly instead of being ignored. Keywords under ``x-document`` narrow only the
+OpenAPI document (``schemas.documented``); the engine checks those values itself.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from weft_serverless import MAX_WORKFLOW_ID_BYTES
 from weft_serverless.errors import PayloadTooLargeError
+from weft_serverless.identifiers import PRINTABLE_PATTERN, is_printable
 
 from .responses import ApiError, bad_request
-from .route_types import MAX_BODY_BYTES, Field, Route, Schema
+from .route_types import MAX_BODY_BYTES, PATH_PARAMETERS, Field, Route
+from .schemas import Schema, check_text_bytes
 
 
 def parse_body(
@@ -34,11 +37,12 @@ def check_body(data: Mapping[str, Any], route: Route) -> dict[str, Any]:
 
 
 def check_path_param(name: str, value: str) -> str:
-    """A path parameter, already decoded: printable, and an id no longer than ids may be."""
-    if not value or not value.isprintable():
-        raise bad_request(name, "must be printable")
-    if name == "workflow_id" and len(value) > MAX_WORKFLOW_ID_BYTES:
-        raise bad_request(name, f"over {MAX_WORKFLOW_ID_BYTES} characters")
+    """A path parameter, already decoded, checked against its schema in ``PATH_PARAMETERS``
+    (ids and names are printable and within their UTF-8 byte limits)."""
+    field = PATH_PARAMETERS.get(name)
+    if field is None:
+        raise LookupError(f"no path parameter {name!r} in PATH_PARAMETERS")
+    check_value(name, field.schema, value)
     return value
 
 
@@ -107,8 +111,19 @@ def _check_fields(data: dict[str, Any], fields: tuple[Field, ...], where: str) -
             if field.required:
                 raise bad_request(field.name, "is required")
             continue
+        data[field.name] = _as_declared(field.schema, data[field.name])
         check_value(field.name, field.schema, data[field.name])
     return data
+
+
+def _as_declared(schema: Schema, value: Any) -> Any:
+    """A whole float where an integer is declared, as the int it is: JSON Schema counts
+    ``1.0`` as an integer, and the engine takes ints (a page size, a limit)."""
+    kinds = schema.get("type")
+    wants_int = kinds == "integer" or (isinstance(kinds, list) and "integer" in kinds)
+    if wants_int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def check_value(name: str, schema: Schema, value: Any) -> None:
@@ -127,12 +142,21 @@ def check_value(name: str, schema: Schema, value: Any) -> None:
             raise bad_request(name, f"must be at most {schema['maxLength']} characters")
         if "enum" in schema and value not in schema["enum"]:
             raise bad_request(name, f"must be one of {', '.join(schema['enum'])}")
-        if "pattern" in schema and not re.match(schema["pattern"], value):
+        too_long = check_text_bytes(value, schema)
+        if too_long is not None:
+            raise bad_request(name, too_long)
+        if schema.get("pattern") == PRINTABLE_PATTERN and not is_printable(value):
+            raise bad_request(
+                name, "must not contain control, format or separator characters but the space"
+            )
+        if "pattern" in schema and not re.fullmatch(schema["pattern"], value):
             raise bad_request(name, f"must match {schema['pattern']}")
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
+        if "minimum" in schema and not value >= schema["minimum"]:
             raise bad_request(name, f"must be at least {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
+        if "exclusiveMinimum" in schema and not value > schema["exclusiveMinimum"]:
+            raise bad_request(name, f"must be more than {schema['exclusiveMinimum']}")
+        if "maximum" in schema and not value <= schema["maximum"]:
             raise bad_request(name, f"must be at most {schema['maximum']}")
 
 

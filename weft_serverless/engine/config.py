@@ -2,8 +2,10 @@
 
 ``Engine.create`` options raise ``ConfigurationError``; per-call arguments raise
 ``InvalidArgumentError`` naming the argument. Identifier limits (UTF-8 bytes) and their
-checks live in ``weft_serverless.identifiers``, below the engine, because the workflow
-context and activity tokens check identifiers too; engine modules take them from here.
+checks live in ``weft_serverless.identifiers``, and the duration and instant checks with
+their bounds in ``weft_serverless.time_values``, below the engine, because the workflow
+context, activity tokens and retry policies check them too; engine modules take them from
+here.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError
 from weft_serverless.errors_services import MissingServiceError
 from weft_serverless.event_sink import EventSink
@@ -26,6 +27,7 @@ from weft_serverless.identifiers import (
     check_text,
     check_workflow_id,
 )
+from weft_serverless.time_values import Duration, parse_duration, parse_instant
 from weft_serverless.workflow import WorkflowDefinition
 
 from .activity_threads import MAX_PARALLEL_LIMIT
@@ -51,6 +53,8 @@ __all__ = [
     "check_services",
     "check_text",
     "clock_skew_limit",
+    "parse_duration",
+    "parse_instant",
     "parse_retention",
     "start_options",
 ]
@@ -247,17 +251,7 @@ def _start_time(
 ) -> float | None:
     if start_after is not None:
         return now + parse_duration(start_after, "start_after")
-    if isinstance(start_at, datetime.datetime):
-        if start_at.tzinfo is None:
-            raise InvalidArgumentError("start_at must be timezone-aware (e.g. UTC)", "start_at")
-        return start_at.timestamp()
-    if start_at is not None and (
-        isinstance(start_at, bool) or not isinstance(start_at, int | float)
-    ):
-        raise InvalidArgumentError(
-            "start_at must be epoch seconds or an aware datetime", "start_at"
-        )
-    return None if start_at is None else float(start_at)
+    return None if start_at is None else parse_instant(start_at, "start_at")
 
 
 def check_page(status: str | None, limit: int, cursor: str | None) -> None:

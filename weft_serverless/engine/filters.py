@@ -13,8 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.errors_visibility import InvalidFilterError
 from weft_serverless.search_attributes import check_tags, coerce, value_token
+from weft_serverless.time_values import parse_instant
 from weft_serverless.workflow import WorkflowDefinition
 
 from .config import check_page
@@ -177,10 +179,7 @@ def _value(name: str, value: Any, kind: type | None) -> Any:
 def _seconds(value: float | datetime.datetime | None, what: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            raise InvalidFilterError(f"{what} must be a timezone-aware datetime", what)
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidFilterError(f"{what} must be epoch seconds or a datetime", what)
-    return float(value)
+    try:
+        return parse_instant(value, what)
+    except InvalidArgumentError as exc:
+        raise InvalidFilterError(str(exc), what) from None

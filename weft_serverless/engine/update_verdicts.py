@@ -1,10 +1,12 @@
-"""Reading an update validator's verdict, failing closed.
+"""Reading an update validator's verdict: a rejection is whatever carries issues.
 
 Validators come from many libraries, and each says "no" its own way: ``False``, a list of
-issues, a raised error, a Standard Schema failure result (``{"issues": [...]}``), a
-pydantic-style ``ValidationError`` (``.errors()`` entries with ``loc``). Only ``None`` and
-``True`` accept. Any other answer rejects, because taking an unknown answer as "yes" would
-store a change the validator may have meant to refuse (docs/features.md, Updates).
+issues, a raised (or returned) error, a Standard Schema failure result (``{"issues": [...]}``),
+a pydantic ``ValidationError`` (``.errors()`` entries with ``loc``). Every other answer
+accepts: ``None``, ``True``, the validated value itself (``Order.model_validate(p)`` returns
+the model), a Standard Schema success result (``{"value": ...}``), an empty issue list. As in
+Weft, only found issues reject; ``False`` rejects too, since no one returns it to say yes
+(docs/features.md, Updates).
 """
 
 from __future__ import annotations
@@ -15,38 +17,34 @@ from typing import Any
 from weft_serverless.errors import UpdateValidationError
 
 Issue = dict[str, object]
-_SHOWN_CHARS = 200
 
 
 def validate(validator: Callable[[Any], Any], payload: Any, update_name: str) -> None:
-    """Run ``validator(payload)``; raise ``UpdateValidationError`` unless it accepted."""
+    """Run ``validator(payload)``; raise ``UpdateValidationError`` if it rejected."""
     try:
         verdict = validator(payload)
     except UpdateValidationError:
         raise
     except Exception as exc:
-        issues = _issues_of(exc) or [{"message": str(exc) or type(exc).__name__, "path": None}]
-        raise UpdateValidationError(issues) from None
-    if verdict is None or verdict is True:
-        return
+        raise UpdateValidationError(_issues_of_error(exc)) from None
     if verdict is False:
         raise UpdateValidationError([{"message": "rejected by validator", "path": None}])
+    if isinstance(verdict, BaseException):
+        raise UpdateValidationError(_issues_of_error(verdict))
     carried = _issues_of(verdict)
     if carried:
         raise UpdateValidationError(carried)
-    shown = repr(verdict)
-    if len(shown) > _SHOWN_CHARS:
-        shown = shown[:_SHOWN_CHARS] + "..."
-    name = getattr(validator, "__qualname__", None) or repr(validator)
-    raise UpdateValidationError(
-        f"the validator {name} of update {update_name!r} returned {shown}, which is neither "
-        "an acceptance nor a rejection it can read; return None or True to accept, and "
-        "False, a list of issues or {'issues': [...]} to reject (or raise)"
-    )
+
+
+def _issues_of_error(exc: BaseException) -> list[Issue]:
+    """A raised (or returned) error's issues: its own, else one naming it."""
+    if isinstance(exc, UpdateValidationError):
+        return list(exc.issues)
+    return _issues_of(exc) or [{"message": str(exc) or type(exc).__name__, "path": None}]
 
 
 def _issues_of(value: Any) -> list[Issue] | None:
-    """The issues a verdict or raised error carries, or None when it carries none."""
+    """The issues a verdict or error carries, or None when it carries none."""
     if isinstance(value, list | tuple):
         return [_issue(item) for item in value] or None
     found = value.get("issues") if isinstance(value, Mapping) else getattr(value, "issues", None)

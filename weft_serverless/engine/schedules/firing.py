@@ -260,14 +260,23 @@ def _commit(rt: Runtime, raw: bytes, plan: _Plan) -> str | None:
             return ""
         rt.fence.check_store_fence()
         return None
-    fragment = lifecycle.start_fragment(rt, plan.start)
-    if rt.storage.conditional_batch([condition, *fragment.conditions], fragment.ops + ops):
-        rt.fence.claim_landed(plan.start.id)
-        rt.parked.discard(plan.start.id)
-        logger.info("schedule %s started %s", plan.record.id, plan.start.id)
-        return plan.start.id
-    rt.fence.forget_start(plan.start.id)
-    rt.fence.check_store_fence()
+    epoch: bytes | None = None
+    for _ in range(2):
+        fragment = lifecycle.start_fragment(rt, plan.start, epoch)
+        if rt.storage.conditional_batch([condition, *fragment.conditions], fragment.ops + ops):
+            rt.fence.claim_landed(plan.start.id)
+            rt.parked.discard(plan.start.id)
+            logger.info("schedule %s started %s", plan.record.id, plan.start.id)
+            return plan.start.id
+        rt.fence.forget_start(plan.start.id)
+        rt.fence.check_store_fence()
+        # The run's id was used before and purged (a trigger, purge and trigger in one
+        # second; a backfill over a purged fire): its owner epoch remains, so claim on top
+        # of it, as a start does. Without this every attempt was refused, a 500.
+        surviving = rt.storage.get(keys.owner_epoch_key(plan.start.id))
+        if surviving is None or surviving == epoch:
+            return None
+        epoch = surviving
     return None
 
 

@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from weft_serverless.commands import Duration, parse_duration
 from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.schedule_errors import InvalidScheduleError
 from weft_serverless.storage.keys import is_due
+from weft_serverless.time_values import MAX_INSTANT, Duration, parse_duration, parse_instant
 
 Overlap = Literal["skip", "queue", "cancel_running", "allow"]
 OVERLAPS: tuple[str, ...] = ("skip", "queue", "cancel_running", "allow")
@@ -74,12 +74,13 @@ class Spec:
     # -- fire times ------------------------------------------------------------------------
 
     def next_after(self, moment: float) -> float | None:
-        """The first nominal fire strictly after ``moment`` within [start_at, end_at]."""
+        """The first nominal fire strictly after ``moment`` within [start_at, end_at]; none
+        after ``MAX_INSTANT`` (a datetime cannot name it, nor its run id)."""
         floor = moment
         if self.start_at is not None and self.start_at > moment:
-            floor = self.start_at - 1e-6  # start_at itself may fire
-        fire = self._step(floor)
-        if fire is None or (self.end_at is not None and fire > self.end_at):
+            floor = math.nextafter(self.start_at, -math.inf)  # start_at itself may fire
+        fire = self._step(floor) if floor < MAX_INSTANT else None
+        if fire is None or fire > min(self.end_at or MAX_INSTANT, MAX_INSTANT):
             return None
         return fire
 
@@ -104,8 +105,7 @@ class Spec:
 
     def at_or_before(self, moment: float) -> float | None:
         """The last nominal fire at or before ``moment`` within [start_at, end_at]."""
-        if self.end_at is not None:
-            moment = min(moment, self.end_at)
+        moment = min(moment, MAX_INSTANT if self.end_at is None else self.end_at)
         if self.every is not None:
             anchor = self.start_at or 0.0
             fire: float | None = anchor + math.floor((moment - anchor) / self.every) * self.every
@@ -141,6 +141,8 @@ class Spec:
         try:
             return next(CronSim(self.cron, start)).timestamp()
         except StopIteration:  # an expression that never matches again (e.g. 30 Feb)
+            return None
+        except OverflowError:  # the next match is after the year 9999
             return None
 
 
@@ -240,13 +242,10 @@ def _positive(value: Duration, field: str) -> float:
 def instant(value: float | datetime.datetime | None, field: str) -> float | None:
     if value is None:
         return None
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            raise InvalidScheduleError(f"{field} must be timezone-aware (e.g. UTC)", field)
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidScheduleError(f"{field} must be epoch seconds or an aware datetime", field)
-    return float(value)
+    try:
+        return parse_instant(value, field)
+    except InvalidArgumentError as exc:
+        raise InvalidScheduleError(str(exc), field) from None
 
 
 def as_overlap(value: str) -> Overlap:
