@@ -86,7 +86,7 @@ class ActivityThreads:
                 target=self._work, args=(inbox,), name="weft-activity", daemon=True
             )
             worker.start()
-        inbox.put(job)
+        inbox.put_nowait(job)
         return job
 
     def abandon(self, job: Job) -> None:
@@ -134,6 +134,6 @@ class ActivityThreads:
             idle, self._idle = self._idle, []
             loop, self._loop = self._loop, None
         for inbox in idle:
-            inbox.put(None)
+            inbox.put_nowait(None)
         if loop is not None:
             loop.call_soon_threadsafe(loop.stop)

@@ -16,6 +16,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 
 from . import timers, transitions
+from .commit import write, write_claiming
 from .concurrency import (
     FIELD,
     free_slot,
@@ -89,21 +90,18 @@ def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> str | Non
     key = record["key"]
     ops.append(Delete(keys.concurrency_queue_key(state.type, key, state.created_at, run_id)))
     taken = slot_fragment(new, slot) if slot >= 0 else Fragment()
+    fence = rt.fence.resume_fragment(run_id) if target == RUNNING else Fragment()
     if target == RUNNING:
-        fence = rt.fence.resume_fragment(run_id)
         ops += _wake_now(run_id, now)
-    else:
-        fence = Fragment(conditions=rt.fence.external_conditions())
     conditions = [Condition(keys.state_key(run_id), current), *taken.conditions]
     conditions += fence.conditions
-    if rt.storage.conditional_batch(conditions, ops + taken.ops + fence.ops):
-        if target == RUNNING:
-            rt.fence.claim_landed(run_id)
-        return target
-    if target == RUNNING:
-        rt.fence.forget_start(run_id)
-    rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
-    return None
+    ops += taken.ops + fence.ops
+    landed = (
+        write_claiming(rt, run_id, conditions, ops)
+        if target == RUNNING
+        else write(rt, conditions, ops)  # the store-wide fence: a pending run has no claim
+    )
+    return target if landed else None
 
 
 def _wake_now(run_id: str, now: float) -> list[Op]:

@@ -37,6 +37,7 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from . import control, signals, timers
 from .bulk_request import CANCEL, RETRY, SIGNAL, BulkRequest, page
+from .commit import write
 from .runtime import Runtime, logger
 
 GRACE = 30.0  # seconds without progress after which maintenance continues an operation
@@ -126,9 +127,7 @@ def create(
         _put(key, record),
         _put(timer, None, raw=timers.timer_value(operation_id, timers.BULK)),
     ]
-    conditions = [Condition(key, None), *rt.fence.external_conditions()]
-    if not rt.storage.conditional_batch(conditions, ops):
-        rt.fence.check_store_fence()
+    if not write(rt, [Condition(key, None)], ops):
         raise WeftError("the bulk operation could not be stored; try again")
     return operation_id
 
@@ -223,11 +222,7 @@ def _save(
             ops = []  # the same instant: the put below replaces it
         ops.append(_put(timer, None, raw=timers.timer_value(record["id"], timers.BULK)))
     ops.append(_put(key, record))
-    conditions = [Condition(key, current), *rt.fence.external_conditions()]
-    if rt.storage.conditional_batch(conditions, ops):
-        return record
-    rt.fence.check_store_fence()
-    return None
+    return record if write(rt, [Condition(key, current)], ops) else None
 
 
 def describe(rt: Runtime, operation_id: str) -> BulkOperation:

@@ -25,7 +25,7 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import timers, wakeups
-from .commit import commit, commit_cleanup
+from .commit import cleanup_chunks, commit, commit_cleanup
 from .finalizers import of_history
 from .records import FIRST_STEP_FIELD, RUN_FIELD, RUNNING, History, WorkflowState
 from .runtime import Runtime, logger
@@ -100,10 +100,6 @@ def forget_earlier_runs(rt: Runtime, history: History) -> None:
         return
     partition = keys.workflow_partition(history.state.id)
     deletes = [Delete(Key(partition, sort)) for sort in history.earlier]
-    size = max(
-        1, rt.storage.capabilities().max_batch_ops - len(rt.fence.conditions(history.state.id))
-    )
-    chunks = [deletes[start : start + size] for start in range(0, len(deletes), size)]
-    commit_cleanup(rt, history.state.id, chunks)
+    commit_cleanup(rt, history.state.id, cleanup_chunks(rt, history.state.id, deletes))
     rt.metrics.incr("earlier_run_records_deleted", len(deletes))
     history.earlier = []

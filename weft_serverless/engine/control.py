@@ -32,6 +32,7 @@ from . import (
     transitions,
     wakeups,
 )
+from .commit import write, write_claiming
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -99,7 +100,7 @@ def _transition(
         elif claiming:
             fragment = rt.fence.resume_fragment(workflow_id)
         else:
-            fragment = Fragment(conditions=rt.fence.external_conditions())
+            fragment = Fragment()  # the store-wide fence only: ``write`` adds it
         if taking is not None:
             fragment.add(taking(new))
         conditions = [
@@ -111,16 +112,15 @@ def _transition(
         ops += fragment.ops + (extra(state) if extra else [])
         if once is not None:
             ops.append(Put(once, encode({"at": rt.now()})))
-        if rt.storage.conditional_batch(conditions, ops):
-            if not rotate:
-                rt.fence.claim_landed(workflow_id)
+        if claiming:
+            landed = write_claiming(rt, workflow_id, conditions, ops)
+        else:
+            landed = write(rt, conditions, ops)
+        if landed:
             if target in TERMINAL:
                 rt.parked.discard(workflow_id)  # ended from outside: its finally runs now
             transitions.ended(rt, new, closing, finalizers.armed(ops, workflow_id))
             return state, new
-        if claiming:
-            rt.fence.forget_start(workflow_id)
-        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
     raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
 
 

@@ -26,7 +26,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
 from . import timers
-from .commit import commit
+from .commit import commit, room
 from .records import CANCELLED, FAILED, TIMED_OUT, History, WorkflowState
 from .runtime import Runtime
 
@@ -78,8 +78,7 @@ def store_registered(rt: Runtime, history: History, ctx: WorkflowContext) -> Non
         ctx.finalizers_stored = len(ctx.finalizers)
         return
     state = Condition(keys.state_key(workflow_id), history.state_bytes)
-    room = rt.storage.capabilities().max_batch_ops - 1 - len(rt.fence.conditions(workflow_id))
-    size = max(1, room)  # a registration's condition and put are on one key
+    size = room(rt, workflow_id, beside=1)  # a registration's condition and put share a key
     for start in range(0, len(ops), size):  # in order: a crash leaves a prefix stored
         chunk = slice(start, start + size)
         commit(rt, workflow_id, [state, *conditions[chunk]], ops[chunk])

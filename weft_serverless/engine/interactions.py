@@ -26,6 +26,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
 from . import timers
+from .commit import write
 from .config import check_dedup_id, check_name, check_text
 from .drive import KeptLosing, guarded_drive, retry_lost_commits
 from .driver import DriveRequest
@@ -185,16 +186,12 @@ def complete_async(
             )
         decode_record(pending, f"the pending activity of workflow {workflow_id!r}")
         now = rt.now()
-        conditions = [
-            Condition(pending_key, pending),
-            Condition(result_key, None),
-            *rt.fence.external_conditions(),
-        ]
+        conditions = [Condition(pending_key, pending), Condition(result_key, None)]
         ops = [
             Put(result_key, encode({**record, "at": now})),
             timers.arm(timers.ASYNC_ACTIVITY, workflow_id, now, f"{slot}#{attempt}"),
         ]
-        if rt.storage.conditional_batch(conditions, ops):
+        if write(rt, conditions, ops, check=False):
             return workflow_id
     raise ActivityTokenNotFoundError("the token was used by a racing completion")
 

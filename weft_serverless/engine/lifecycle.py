@@ -22,7 +22,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
 from . import concurrency, timers, visibility, wakeups
-from .commit import LostCommit, commit
+from .commit import LostCommit, commit, write_claiming
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
@@ -122,12 +122,9 @@ def start_workflow(rt: Runtime, state: WorkflowState, extra_ops: list[Op] | None
             raise
         fragment = start_fragment(rt, state, epoch)
         fragment.add(limit)
-        if rt.storage.conditional_batch(fragment.conditions, fragment.ops + (extra_ops or [])):
-            rt.fence.claim_landed(state.id)
+        if write_claiming(rt, state.id, fragment.conditions, fragment.ops + (extra_ops or [])):
             rt.parked.discard(state.id)  # a new run: nothing kept under its id is its own
             return state.id
-        rt.fence.forget_start(state.id)
-        rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
         earlier = _started_before(rt, state)  # raises when the id is another run's
         if earlier is not None:
             return earlier

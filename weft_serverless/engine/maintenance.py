@@ -30,9 +30,10 @@ from typing import Any
 from weft_serverless.codec import decode_record
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.base import Delete, Key, Put
 
 from . import admission, bulk, control, outbox, retention, teardown
+from .commit import delete_fenced, write_moves
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -97,7 +98,7 @@ def fire_due_timers(
             continue
         if outcome != COLLECT:
             report.workflows_driven += 1
-        delete_fired(rt, [key for key, _, _ in timers])
+        delete_fenced(rt, [key for key, _, _ in timers])  # fenced under ``lease``
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
@@ -172,24 +173,7 @@ def defer_retained(rt: Runtime, timers: list[tuple[Key, str, str, int]], now: fl
         moved = keys.timer_moved(key, now + min(MAX_RETAIN_BACKOFF, RETAIN_BACKOFF * 2**count))
         put = Put(moved, timer_value(workflow_id, kind, retained=count + 1))
         moves.setdefault(moved, ([], put))[0].append(key)
-    fence = rt.fence.external_conditions()
-    room = max(2, rt.storage.capabilities().max_batch_ops - len(fence))
-    ops: list[Op] = []
-    for originals, put in moves.values():
-        group: list[Op] = [*(Delete(key) for key in originals), put]
-        if ops and len(ops) + len(group) > room:
-            _write_moves(rt, fence, ops)
-            ops = []
-        ops += group
-    if ops:
-        _write_moves(rt, fence, ops)
-
-
-def _write_moves(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
-    if not fence:
-        rt.storage.batch(ops)
-    elif not rt.storage.conditional_batch(fence, ops):
-        rt.fence.on_lost_commit(ops[0].key.partition)
+    write_moves(rt, ([*map(Delete, originals), put] for originals, put in moves.values()))
 
 
 class _Actions:
@@ -265,19 +249,6 @@ def _fire(
     if not wake:
         return COLLECT
     return dispatcher.run(workflow_id, "+".join(sorted(wake)))
-
-
-def delete_fired(rt: Runtime, timers: list[Key]) -> None:
-    """Delete fired timers; under ``lease`` each chunk is fenced like every engine write."""
-    fence = rt.fence.external_conditions()
-    if not fence:
-        rt.storage.delete_many(timers)
-        return
-    size = rt.storage.capabilities().max_batch_ops - len(fence)
-    for start in range(0, len(timers), size):
-        chunk: list[Op] = [Delete(key) for key in timers[start : start + size]]
-        if not rt.storage.conditional_batch(fence, chunk):
-            rt.fence.on_lost_commit(timers[0].partition)
 
 
 def next_due(rt: Runtime) -> float | None:

@@ -30,6 +30,7 @@ from weft_serverless.errors import UnsupportedSchemaVersionError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
+from .commit import delete_fenced, write
 from .runtime import Runtime, logger
 from .telemetry import skip_unsupported
 
@@ -93,7 +94,7 @@ def publish(rt: Runtime) -> dict[str, int]:
                 published.append(entry[0])
             else:
                 refused.append((entry, "refused by the sink", False))
-    _delete(rt, published)
+    delete_fenced(rt, published)  # under the pass's fence when the mode has one
     rt.metrics.incr("events_published", len(published))
     dead = sum(_refused(rt, entry, why, final) for entry, why, final in refused)
     failed += len(refused) - dead
@@ -117,12 +118,12 @@ def _refused(rt: Runtime, entry: Pending, why: str, final: bool) -> bool:
     first = record.get("first_refused_at", now)
     if tries < MAX_PUBLISH_TRIES and not final:
         update = {**record, "tries": tries, "error": why, "first_refused_at": first}
-        _fenced(rt, [Condition(key, value)], [Put(key, encode(update))])
+        write(rt, [Condition(key, value)], [Put(key, encode(update))])
         return False
     workflow_id, event_id = str(event["workflow_id"]), str(event["event_id"])
     letter_key = keys.event_dead_letter_key(workflow_id, now, event_id)
     letter = {"event": event, "tries": tries, "error": why, "first_refused_at": first, "at": now}
-    moved = _fenced(
+    moved = write(
         rt,
         [Condition(key, value), Condition(letter_key, None)],
         [Delete(key), Put(letter_key, encode(letter))],
@@ -138,16 +139,6 @@ def _refused(rt: Runtime, entry: Pending, why: str, final: bool) -> bool:
             why,
         )
     return moved
-
-
-def _fenced(rt: Runtime, conditions: list[Condition], ops: list[Op]) -> bool:
-    """One conditional write under the pass's fence (when the mode has one)."""
-    fence = rt.fence.external_conditions()
-    if rt.storage.conditional_batch([*fence, *conditions], ops):
-        return True
-    if fence:
-        rt.fence.check_store_fence()  # deposed: stop; else another pass got there first
-    return False
 
 
 def dead_letters(rt: Runtime, workflow_id: str | None = None) -> list[dict[str, Any]]:
@@ -177,16 +168,3 @@ def _calls(
     if current:
         calls.append(current)
     return calls
-
-
-def _delete(rt: Runtime, published: list[Key]) -> None:
-    """Delete the published items, under the pass's fence when the mode has one."""
-    fence: list[Condition] = rt.fence.external_conditions()
-    if not fence:
-        rt.storage.delete_many(published)
-        return
-    size = rt.storage.capabilities().max_batch_ops - len(fence)
-    for start in range(0, len(published), size):
-        chunk: list[Op] = [Delete(key) for key in published[start : start + size]]
-        if not rt.storage.conditional_batch(fence, chunk):
-            rt.fence.on_lost_commit(chunk[0].key.partition)

@@ -22,6 +22,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
 from . import visibility
+from .commit import purge_keys, write
 from .finalizers import pending_teardown
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
@@ -68,7 +69,7 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
             *visibility.index_ops(state, None),  # the status entry, attribute and tag items
             *rotation.ops,
         ]
-        if not rt.storage.conditional_batch(conditions, ops):
+        if not write(rt, conditions, ops, check=False):
             return "raced"
     partition = keys.workflow_partition(workflow_id)
     rest = [
@@ -76,6 +77,6 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         for sort, _ in rt.storage.scan(partition)
         if sort not in (keys.OWNER_EPOCH, keys.STATE)
     ]
-    rt.storage.delete_many(rest)
+    purge_keys(rt, rest)
     rt.metrics.incr("workflows_purged")
     return "purged"

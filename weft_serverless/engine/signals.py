@@ -19,6 +19,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
 
 from . import timers
+from .commit import write
 from .config import check_dedup_id, check_name
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
@@ -60,13 +61,7 @@ def deliver(rt: Runtime, workflow_id: str, name: str, payload: Any, signal_id: s
     state = WorkflowState.from_bytes(current)
     if state.status in TERMINAL:
         raise WorkflowNotRunningError(workflow_id, state.status)
-    conditions = rt.fence.external_conditions()
+    conditions: list[Condition] = []
     if signal_id is not None:
         conditions.append(Condition(keys.signal_id_key(workflow_id, signal_id), None))
-    if conditions:
-        delivered = rt.storage.conditional_batch(conditions, ops)
-        if not delivered:
-            rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
-        return delivered
-    rt.storage.batch(ops)
-    return True
+    return write(rt, conditions, ops)

@@ -31,7 +31,7 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from . import event_log, outbox, timers
-from .commit import LostCommit, commit
+from .commit import LostCommit, commit, write_claiming
 from .finalizers import COMPLETED, DEAD, DONE, PENDING, RUNNING
 from .ownership import EngineDeposedError
 from .runtime import Runtime, logger
@@ -80,11 +80,8 @@ def run(rt: Runtime, workflow_id: str) -> Outcome:
     data = encode(claimed)
     fragment = rt.fence.resume_fragment(workflow_id)
     conditions = [Condition(key, current), *fragment.conditions]
-    if not rt.storage.conditional_batch(conditions, [Put(key, data), *fragment.ops]):
-        rt.fence.forget_start(workflow_id)
-        rt.fence.check_store_fence()
+    if not write_claiming(rt, workflow_id, conditions, [Put(key, data), *fragment.ops]):
         return "retain"
-    rt.fence.claim_landed(workflow_id)
     try:
         return _Teardown(rt, workflow_id, definition, claimed, data).run()
     except (LostCommit, EngineDeposedError):

@@ -11,7 +11,7 @@ mode ``none`` and does nothing.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -126,6 +126,16 @@ class OwnerHost:
     clock_guard: ClockGuard
     workflow_types: Container[str]
     stop: Callable[[], None]
+
+    def write(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        """Write the mode's own records (marker, lease, epoch, holder, head) in one batch, on
+        the bytes the mode last read or wrote; False when they changed meanwhile.
+
+        These writes are the fence, so they carry no other; every other write of the engine
+        goes through ``engine/commit.py``, which is built on the runtime that holds the mode
+        and so cannot be imported from here. No conditions: a plain batch.
+        """
+        return self.storage.conditional_batch(conditions, ops)
 
 
 class Ownership:
@@ -347,7 +357,7 @@ def establish_mode(host: OwnerHost, mode: Mode) -> str:
         if record is None:
             stored = HEAD_LAYOUT if mode == "workflow-lease" else mode
             marker = encode({"mode": stored, "established_at": host.now()})
-            if host.storage.conditional_batch([Condition(key, None)], [Put(key, marker)]):
+            if host.write([Condition(key, None)], [Put(key, marker)]):
                 return stored
             continue
         if marker_mode(record["mode"]) != mode:

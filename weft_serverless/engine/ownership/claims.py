@@ -168,7 +168,7 @@ class ClaimRegistry(Ownership):
         state_bytes: bytes | None,
     ) -> bool:
         fragment, claim = self._claim_fragment(workflow_id, owner, state_bytes)
-        if not self.host.storage.conditional_batch(fragment.conditions, fragment.ops):
+        if not self.host.write(fragment.conditions, fragment.ops):
             self.host.metrics.incr("claim_attempts.lost_race")
             return False
         claim.landed = True

@@ -86,7 +86,7 @@ class StoreLease(Ownership):
                 return current
         new_epoch = pack_epoch(unpack_epoch(epoch) + 1)
         new_holder = self._holder(new_epoch, now)
-        ok = self.host.storage.conditional_batch(
+        ok = self.host.write(
             [Condition(epoch_key, epoch), Condition(holder_key, holder)],
             [Put(epoch_key, new_epoch), Put(holder_key, new_holder)],
         )
@@ -153,7 +153,7 @@ class StoreLease(Ownership):
             assert self.epoch_bytes is not None
             new = self._holder(self.epoch_bytes, now)
             condition = Condition(key, self.holder_bytes)
-            if self.host.storage.conditional_batch([condition], [Put(key, new)]):
+            if self.host.write([condition], [Put(key, new)]):
                 self.holder_bytes, self.renewed_at = new, now
                 return
             self.host.metrics.incr("lease.renewal_failures")
@@ -165,7 +165,5 @@ class StoreLease(Ownership):
                 return
             key = keys.meta_key(keys.LEASE_HOLDER)
             with contextlib.suppress(StorageError):
-                self.host.storage.conditional_batch(
-                    [Condition(key, self.holder_bytes)], [Delete(key)]
-                )
+                self.host.write([Condition(key, self.holder_bytes)], [Delete(key)])
             self.holder_bytes = None

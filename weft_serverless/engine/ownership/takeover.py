@@ -65,9 +65,7 @@ class Takeover(ClaimRegistry):
             holder = decode(claim.holder_bytes)
             new, expires = self._holder(holder["epoch"], holder["claimed_at"])
             key = keys.owner_holder_key(workflow_id)
-            if self.host.storage.conditional_batch(
-                [Condition(key, claim.holder_bytes)], [Put(key, new)]
-            ):
+            if self.host.write([Condition(key, claim.holder_bytes)], [Put(key, new)]):
                 claim.holder_bytes, claim.expires_at, claim.renewed_at = new, expires, now
                 return True
             self.host.metrics.incr("claim_renewal_failures")
@@ -149,7 +147,7 @@ class Takeover(ClaimRegistry):
             fence, ops = rotation(workflow_id, owner)
             conditions += fence
             ops += release_ops(workflow_id)
-        if not self.host.storage.conditional_batch(conditions, ops):
+        if not self.host.write(conditions, ops):
             return False
         if owner.holder is not None:
             self.host.metrics.incr("claims_cleaned_up")

@@ -106,13 +106,11 @@ class WorkflowLease(Takeover):
             raise EngineDeposedError(workflow_id)
         self.flush(workflow_id)
         if blob is not None:  # a plain put: landing without its head, it is named by nothing
-            self.host.storage.put(blob.key, blob.value)
+            self.host.write([], [blob])
         key = keys.owner_head_key(workflow_id)
         with claim.writes:
             new = Head.from_bytes(claim.head).with_step(slot, record)
-            if not self.host.storage.conditional_batch(
-                [Condition(key, claim.head)], [Put(key, new)]
-            ):
+            if not self.host.write([Condition(key, claim.head)], [Put(key, new)]):
                 return False
             claim.head, claim.unwritten = new, Unwritten(slot, record, expected)
         return True
@@ -131,9 +129,7 @@ class WorkflowLease(Takeover):
             key = keys.op_key(workflow_id, step.slot)
             expected = step.expected
             for _ in range(WRITE_OUT_ATTEMPTS):
-                if self.host.storage.conditional_batch(
-                    [Condition(key, expected)], [Put(key, step.record)]
-                ):
+                if self.host.write([Condition(key, expected)], [Put(key, step.record)]):
                     break
                 found = self.host.storage.get(key)
                 if found == step.record or (found is not None and _newer(found, step)):
@@ -317,7 +313,7 @@ class WorkflowLease(Takeover):
                 if self.claims.get(workflow_id) is not claim:
                     continue
                 try:
-                    self.host.storage.conditional_batch(
+                    self.host.write(
                         [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
                         release_ops(workflow_id),
                     )

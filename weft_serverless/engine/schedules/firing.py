@@ -26,6 +26,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op
 
 from .. import control, lifecycle
+from ..commit import write, write_claiming
 from ..records import SCHEDULE_FIELD, TERMINAL, WorkflowState
 from ..runtime import Runtime, logger
 from . import record as records
@@ -254,22 +255,17 @@ def _commit(rt: Runtime, raw: bytes, plan: _Plan) -> str | None:
     for workflow_id in plan.cancel:
         control.cancel(rt, workflow_id)
     condition = Condition(keys.schedule_key(plan.record.id), raw)
-    ops = [records.put(plan.record), *plan.ops]
+    ops = [records.put_op(plan.record), *plan.ops]
     if plan.start is None:
-        if rt.storage.conditional_batch([condition, *rt.fence.external_conditions()], ops):
-            return ""
-        rt.fence.check_store_fence()
-        return None
+        return "" if write(rt, [condition], ops) else None
     epoch: bytes | None = None
     for _ in range(2):
         fragment = lifecycle.start_fragment(rt, plan.start, epoch)
-        if rt.storage.conditional_batch([condition, *fragment.conditions], fragment.ops + ops):
-            rt.fence.claim_landed(plan.start.id)
+        conditions = [condition, *fragment.conditions]
+        if write_claiming(rt, plan.start.id, conditions, fragment.ops + ops):
             rt.parked.discard(plan.start.id)
             logger.info("schedule %s started %s", plan.record.id, plan.start.id)
             return plan.start.id
-        rt.fence.forget_start(plan.start.id)
-        rt.fence.check_store_fence()
         # The run's id was used before and purged (a trigger, purge and trigger in one
         # second; a backfill over a purged fire): its owner epoch remains, so claim on top
         # of it, as a start does. Without this every attempt was refused, a 500.

@@ -15,6 +15,7 @@ from weft_serverless.schedule_errors import ScheduleAlreadyExistsError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op
 
+from ..commit import write
 from ..config import check_id
 from ..runtime import Runtime
 from . import record as records
@@ -77,10 +78,8 @@ def create(rt: Runtime, schedule_id: str, workflow_type: str, input: Any, spec: 
     encoded = rt.encode_payload(input, "schedule input")
     now = rt.now()
     rec, ops = ScheduleRecord(schedule_id, workflow_type, encoded, spec, now).rearmed(rt, now)
-    conditions = [Condition(keys.schedule_key(schedule_id), None), *rt.fence.external_conditions()]
-    if rt.storage.conditional_batch(conditions, [records.put(rec), *ops]):
+    if write(rt, [Condition(keys.schedule_key(schedule_id), None)], [records.put_op(rec), *ops]):
         return
-    rt.fence.check_store_fence()
     raise ScheduleAlreadyExistsError(schedule_id)
 
 
@@ -96,11 +95,8 @@ def change(rt: Runtime, schedule_id: str, what: Change) -> None:
         if changed is None:
             return
         new, ops = changed
-        conditions = [Condition(keys.schedule_key(schedule_id), raw)]
-        conditions += rt.fence.external_conditions()
-        if rt.storage.conditional_batch(conditions, [records.put(new), *ops]):
+        if write(rt, [Condition(keys.schedule_key(schedule_id), raw)], [records.put_op(new), *ops]):
             return
-        rt.fence.check_store_fence()
     raise WeftError(f"schedule {schedule_id!r} kept racing other writers; try again")
 
 
@@ -125,10 +121,8 @@ def delete(rt: Runtime, schedule_id: str) -> None:
         timer = rec.timer_key()
         if timer is not None:
             ops.append(Delete(timer))
-        conditions = [Condition(keys.schedule_key(schedule_id), raw)]
-        if rt.storage.conditional_batch(conditions + rt.fence.external_conditions(), ops):
+        if write(rt, [Condition(keys.schedule_key(schedule_id), raw)], ops):
             return
-        rt.fence.check_store_fence()
     raise WeftError(f"schedule {schedule_id!r} kept racing other writers; try again")
 
 

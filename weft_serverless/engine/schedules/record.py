@@ -115,5 +115,6 @@ def read(rt: Runtime, schedule_id: str) -> tuple[ScheduleRecord, bytes]:
     return ScheduleRecord.from_bytes(data), data
 
 
-def put(record: ScheduleRecord) -> Put:
+def put_op(record: ScheduleRecord) -> Put:
+    """The op that stores ``record``, for the batch that changes it."""
     return Put(keys.schedule_key(record.id), record.to_bytes())

@@ -20,12 +20,11 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
-from .. import history_limit, run_head, timers, wakeups
+from .. import history_limit, timers, wakeups
 from ..attempt_history import RETRIES_FIELD
-from ..commit import cleanup_chunks, commit, commit_cleanup, commit_on_head, commit_step
+from ..commit import commit, commit_cleanup, commit_record
 from ..outcomes import Done, Outcome
 from ..records import History
-from ..run_head import FENCE_EPOCH
 from ..runtime import Runtime, logger
 
 _deferrals = itertools.count()
@@ -94,24 +93,17 @@ class StepScope(ABC):
         retries = self.history.state.extra.get(RETRIES_FIELD)
         if retries:  # its event id stays apart from the records a retry set aside
             record["r"] = retries
-        epoch = self.rt.fence.commit_epoch(self.workflow_id)
-        if epoch is not None:
-            record[FENCE_EPOCH] = epoch
-        key = keys.op_key(self.workflow_id, slot)
-        value = encode(record)
-        ops: list[Op] = [Put(key, value), *done.ops]
         expected = self.history.void_ops.get(slot)  # a tombstone or a void item, or nothing
-        if epoch is not None and not done.ops and not done.conditions:
-            blob = None
-            if len(value) > run_head.INLINE:  # the record goes first, the head names it
-                digest, stub = run_head.reference(value, epoch)
-                blob, value = Put(keys.blob_key(self.workflow_id, slot, digest), value), stub
-                ops = [Put(key, value)]
-            commit_on_head(self.rt, self.workflow_id, slot, value, expected, blob)
-            left = cleanup_chunks(self.rt, self.workflow_id, done.cleanup)
-        else:
-            conditions = [Condition(key, expected), *done.conditions]
-            left = commit_step(self.rt, self.workflow_id, conditions, ops, done.cleanup)
+        ops, left = commit_record(
+            self.rt,
+            self.workflow_id,
+            slot,
+            record,
+            expected,
+            conditions=done.conditions,
+            ops=done.ops,
+            cleanup=done.cleanup,
+        )
         self.history.void_ops.pop(slot, None)
         self.rt.metrics.steps_committed += 1
         self.history.ops[slot] = record
