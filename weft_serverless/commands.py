@@ -14,8 +14,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.errors_services import UnknownServiceError
+from weft_serverless.errors import InvalidArgumentError, UnknownServiceError
 
 T = TypeVar("T")
 

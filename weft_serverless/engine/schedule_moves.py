@@ -7,7 +7,7 @@ import datetime
 from abc import abstractmethod
 from typing import Any
 
-from weft_serverless.schedule_errors import ScheduleNotFoundError
+from weft_serverless.errors import ScheduleNotFoundError
 
 from .config import Duration
 from .handle import WorkflowHandle

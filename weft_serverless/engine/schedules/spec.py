@@ -21,8 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from weft_serverless.commands import Duration, parse_duration
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.schedule_errors import InvalidScheduleError
+from weft_serverless.errors import InvalidArgumentError, InvalidScheduleError
 from weft_serverless.storage.keys import is_due
 
 Overlap = Literal["skip", "queue", "cancel_running", "allow"]
