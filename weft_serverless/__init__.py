@@ -11,11 +11,7 @@ from weft_serverless.activity import (
 )
 from weft_serverless.codec import jsonable
 from weft_serverless.commands import RetryPolicy
-from weft_serverless.concurrency import (
-    Concurrency,
-    ConcurrencyKeyError,
-    WorkflowConcurrencyLimitExceededError,
-)
+from weft_serverless.concurrency import Concurrency
 from weft_serverless.context import WorkflowContext
 from weft_serverless.engine.bulk import BulkOperation
 from weft_serverless.engine.bulk_request import BulkPreview
@@ -39,24 +35,41 @@ from weft_serverless.engine.replay_view import ReplayView, Waiting, replay_view,
 from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.errors import (
+    ActivityCancelledError,
     ActivityFailedError,
     ActivityReconciliationError,
+    ActivityTimedOutError,
+    ActivityTimeoutError,
     ActivityTokenNotFoundError,
+    BulkConfirmationError,
+    BulkOperationNotFoundError,
     ChildWorkflowFailedError,
     ClockSkewDetected,
     CodecError,
     CommandNotYieldedError,
+    ConcurrencyKeyError,
     ConfigurationError,
     EngineLeaseLostError,
     EngineLeaseUnavailableError,
+    HistoryLimitExceededError,
     InvalidArgumentError,
+    InvalidFilterError,
+    InvalidScheduleError,
+    InvalidTagError,
+    MissingServiceError,
     NondeterminismError,
     OwnershipModeMismatchError,
     PayloadTooLargeError,
+    ScheduleAlreadyExistsError,
+    ScheduleNotFoundError,
+    SearchAttributeError,
+    ServicesUnavailableError,
     StorageError,
     StorageLimitError,
+    TeardownPendingError,
     UnknownActivityError,
     UnknownQueryError,
+    UnknownServiceError,
     UnknownUpdateError,
     UnknownWorkflowTypeError,
     UnsupportedSchemaVersionError,
@@ -70,38 +83,16 @@ from weft_serverless.errors import (
     WorkflowCancelledError,
     WorkflowClaimLost,
     WorkflowClaimUnavailableError,
+    WorkflowConcurrencyLimitExceededError,
     WorkflowFailedError,
     WorkflowNotFoundError,
     WorkflowNotRunningError,
     WorkflowTimedOutError,
     WorkflowWakeDiscarded,
 )
-from weft_serverless.errors_activity import (
-    ActivityCancelledError,
-    ActivityTimedOutError,
-    ActivityTimeoutError,
-)
-from weft_serverless.errors_bulk import BulkConfirmationError, BulkOperationNotFoundError
-from weft_serverless.errors_finalizers import TeardownPendingError
-from weft_serverless.errors_history import HistoryLimitExceededError
-from weft_serverless.errors_services import (
-    MissingServiceError,
-    ServicesUnavailableError,
-    UnknownServiceError,
-)
-from weft_serverless.errors_visibility import (
-    InvalidFilterError,
-    InvalidTagError,
-    SearchAttributeError,
-)
 from weft_serverless.event_sink import EventBridgeSink, EventSink
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
-from weft_serverless.schedule_errors import (
-    InvalidScheduleError,
-    ScheduleAlreadyExistsError,
-    ScheduleNotFoundError,
-)
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
 from weft_serverless.workflow import WorkflowDefinition, workflow
 

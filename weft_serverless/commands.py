@@ -12,8 +12,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.errors_services import UnknownServiceError
+from weft_serverless.errors import InvalidArgumentError, UnknownServiceError
 from weft_serverless.time_values import Duration, parse_duration
 
 __all__ = ["Duration", "parse_duration"]  # read here by the context, config and schedules

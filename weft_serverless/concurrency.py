@@ -3,8 +3,7 @@
 Declared with ``workflow(name, concurrency=Concurrency(max, key, on_limit))`` and checked
 when declared, so a bad limit fails at import time. The engine enforces it
 (``engine/concurrency.py``, ADR 0025): a run holds one of ``max`` slot records of its key
-from its start to its terminal status. Its two errors live here rather than in ``errors``
-(a module at its size limit); both are ``WeftError`` and public.
+from its start to its terminal status. Its two errors are in ``errors``, with every other.
 """
 
 from __future__ import annotations
@@ -13,33 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from weft_serverless.errors import InvalidArgumentError, WeftError
-
-
-class WorkflowConcurrencyLimitExceededError(WeftError):
-    """A start found ``limit`` runs of this workflow type and concurrency key active.
-
-    Nothing was stored; start again once one of them has ended (or declare the workflow
-    with ``Concurrency(..., on_limit="queue")`` to have the start wait its turn).
-    """
-
-    def __init__(self, workflow_type: str, key: str, limit: int) -> None:
-        super().__init__(
-            f"workflow type {workflow_type!r} already has {limit} active run(s) for "
-            f"concurrency key {key!r} (limit {limit}); retry after one ends, or declare it "
-            "with on_limit='queue'"
-        )
-        self.workflow_type = workflow_type
-        self.key = key
-        self.limit = limit
-
-
-class ConcurrencyKeyError(InvalidArgumentError):
-    """A workflow's concurrency ``key`` function raised, or returned something not a string.
-
-    Raised at the start call, before anything is written.
-    """
-
+from weft_serverless.errors import InvalidArgumentError
 
 OnLimit = Literal["reject", "queue"]
 ON_LIMIT: tuple[str, ...] = ("reject", "queue")

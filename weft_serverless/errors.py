@@ -2,11 +2,16 @@
 
 A caller can catch ``WeftError`` for anything the engine raises on purpose, and switch on
 ``code`` without importing the class. Messages say what to do, not only what went wrong.
+Every public error and warning lives here, grouped by concept; this module imports nothing
+of the engine, so any layer may raise them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Literal
+
+# -- The root -------------------------------------------------------------------------------
 
 
 class WeftError(Exception):
@@ -28,6 +33,9 @@ def _rebuild(cls: type[WeftError], args: tuple[Any, ...], state: dict[str, Any])
     return err
 
 
+# -- Setting up an engine or a workflow (``Engine.create``, ``workflow(...)``) --------------
+
+
 class ConfigurationError(WeftError):
     """An engine or workflow was set up wrongly (bad option, bad timing, unknown name)."""
 
@@ -47,6 +55,9 @@ class UnknownActivityError(ConfigurationError):
 
 class UnknownWorkflowTypeError(ConfigurationError):
     """The engine was asked to start or recover a workflow type it has not registered."""
+
+
+# -- Arguments and values a call cannot accept, raised before anything is written -----------
 
 
 class InvalidArgumentError(WeftError):
@@ -94,6 +105,9 @@ class PayloadTooLargeError(WeftError):
         self.limit = limit
 
 
+# -- Runs: starting, finding and ending them ------------------------------------------------
+
+
 class WorkflowAlreadyExistsError(WeftError):
     """A workflow with this id exists and the start carried no matching idempotency key."""
 
@@ -113,6 +127,21 @@ class WorkflowNotFoundError(WeftError):
         self.workflow_id = workflow_id
 
 
+class WorkflowNotRunningError(WeftError):
+    """The call needs a workflow that has not finished, and this one has."""
+
+    def __init__(self, workflow_id: str, status: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} is {status}; this call needs a running workflow"
+        )
+        self.workflow_id = workflow_id
+        self.status = status
+
+
+class WorkflowBusyError(WeftError):
+    """The workflow is being driven by this engine right now; retry shortly."""
+
+
 class WorkflowFailedError(WeftError):
     """The workflow ended ``failed``; carries the remote error's type and message."""
 
@@ -123,12 +152,45 @@ class WorkflowFailedError(WeftError):
         self.error_message = error_message
 
 
+class WorkflowTimedOutError(WorkflowFailedError):
+    """The workflow ran past its ``execution_timeout``."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(workflow_id, "WorkflowTimedOutError", "execution timeout reached")
+
+
 class WorkflowCancelledError(WeftError):
     """The workflow was cancelled before it finished."""
 
     def __init__(self, workflow_id: str) -> None:
         super().__init__(f"workflow {workflow_id!r} was cancelled")
         self.workflow_id = workflow_id
+
+
+class ChildWorkflowFailedError(WeftError):
+    """A child workflow ended without a result; thrown into the parent at its yield."""
+
+    def __init__(self, child_id: str, status: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"child workflow {child_id!r} {status}: {error_type}: {error_message}")
+        self.child_id = child_id
+        self.status = status
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class TeardownPendingError(WeftError):
+    """The run's finalizers have not all run yet (its teardown is pending): it cannot be
+    purged or retried until they have."""
+
+    def __init__(self, workflow_id: str, action: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} still has finalizers to run (its teardown is pending); "
+            f"wait until describe().teardown shows it completed, then {action} again"
+        )
+        self.workflow_id = workflow_id
+
+
+# -- Replay, versions and bounded history ---------------------------------------------------
 
 
 class NondeterminismError(WeftError):
@@ -143,6 +205,72 @@ class NondeterminismError(WeftError):
         self.step = step
         self.stored = stored
         self.current = current
+
+
+class VersionMismatchError(WeftError):
+    """A run started on a workflow version this definition does not accept."""
+
+    def __init__(self, workflow_id: str, run_version: str, code_version: str) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} started on version {run_version!r} but the registered "
+            f"definition is version {code_version!r}; keep the old definition deployed for "
+            f"in-flight runs, or declare compatible_versions=({run_version!r},)"
+        )
+        self.workflow_id = workflow_id
+        self.run_version = run_version
+        self.code_version = code_version
+
+
+class HistoryLimitExceededError(WeftError):
+    """A run would commit more step records than its workflow's ``max_history`` allows.
+
+    The run ends ``failed`` with this error instead of growing without bound; ``count`` is
+    the number of step records it had committed, ``limit`` the declared bound.
+    """
+
+    def __init__(self, workflow_id: str, count: int, limit: int) -> None:
+        self.reason = (
+            f"the run has committed {count} step records and its workflow allows at most "
+            f"{limit} (max_history)"
+        )
+        super().__init__(
+            f"workflow {workflow_id!r}: {self.reason}; raise max_history, or end long-lived "
+            "loops with `yield ctx.continue_as_new(state)` (a fresh history, same id)"
+        )
+        self.workflow_id = workflow_id
+        self.count = count
+        self.limit = limit
+
+
+# -- Concurrency limits per workflow type and key (ADR 0025) --------------------------------
+
+
+class WorkflowConcurrencyLimitExceededError(WeftError):
+    """A start found ``limit`` runs of this workflow type and concurrency key active.
+
+    Nothing was stored; start again once one of them has ended (or declare the workflow
+    with ``Concurrency(..., on_limit="queue")`` to have the start wait its turn).
+    """
+
+    def __init__(self, workflow_type: str, key: str, limit: int) -> None:
+        super().__init__(
+            f"workflow type {workflow_type!r} already has {limit} active run(s) for "
+            f"concurrency key {key!r} (limit {limit}); retry after one ends, or declare it "
+            "with on_limit='queue'"
+        )
+        self.workflow_type = workflow_type
+        self.key = key
+        self.limit = limit
+
+
+class ConcurrencyKeyError(InvalidArgumentError):
+    """A workflow's concurrency ``key`` function raised, or returned something not a string.
+
+    Raised at the start call, before anything is written.
+    """
+
+
+# -- Activities: failures, time limits, cancellation, async tokens, reconciliation ----------
 
 
 class ActivityFailedError(WeftError):
@@ -163,34 +291,221 @@ class ActivityFailedError(WeftError):
         self.attempts = attempts
 
 
-class ChildWorkflowFailedError(WeftError):
-    """A child workflow ended without a result; thrown into the parent at its yield."""
+TimeoutKind = Literal["start_to_close", "heartbeat", "schedule_to_close"]
 
-    def __init__(self, child_id: str, status: str, error_type: str, error_message: str) -> None:
-        super().__init__(f"child workflow {child_id!r} {status}: {error_type}: {error_message}")
-        self.child_id = child_id
-        self.status = status
+
+TIMEOUT_KINDS: tuple[TimeoutKind, ...] = ("start_to_close", "heartbeat", "schedule_to_close")
+
+
+class ActivityTimeoutError(WeftError):
+    """An activity passed one of its time limits; ``kind`` says which.
+
+    ``start_to_close``: one attempt ran past its ``timeout``; ``heartbeat``: an attempt went
+    longer than ``heartbeat_timeout`` without heartbeating (both retried per the policy);
+    ``schedule_to_close``: the step's budget across all attempts and backoffs ran out (never
+    retried).
+    """
+
+    def __init__(self, message: str, kind: TimeoutKind = "start_to_close") -> None:
+        super().__init__(message)
+        self.kind: TimeoutKind = kind
+
+
+class ActivityTimedOutError(ActivityFailedError, ActivityTimeoutError):
+    """A ``ctx.run`` step that failed because a time limit passed: what the workflow catches
+    at the yield, an ``ActivityFailedError`` and an ``ActivityTimeoutError`` at once."""
+
+    def __init__(self, activity: str, error_message: str, attempts: int, kind: TimeoutKind) -> None:
+        ActivityFailedError.__init__(
+            self, activity, "ActivityTimeoutError", error_message, attempts
+        )
+        self.kind = kind
+
+
+class ActivityCancelledError(WeftError):
+    """What an activity may raise once ``current_activity().cancelled`` is set, to stop.
+
+    The engine discards whatever a given-up attempt ends with, so raising it (or returning)
+    only ends the attempt sooner; raised without a cancel it is an ordinary failed attempt.
+    """
+
+
+class ActivityTokenNotFoundError(WeftError):
+    """The async-activity token is unknown, or was already used."""
+
+
+class ActivityReconciliationError(WeftError):
+    """An idempotent activity may have run before a crash and its verifier could not tell."""
+
+
+# -- Activity services (``Engine.create(services=...)``) ------------------------------------
+
+
+def _names(names: Iterable[str]) -> str:
+    listed = ", ".join(repr(name) for name in sorted(names))
+    return listed or "nothing"
+
+
+class ServicesUnavailableError(WeftError):
+    """The engine's services factory raised, or returned something other than a mapping of
+    names to clients: the attempt that asked fails with this error and is retried per its
+    ``RetryPolicy``, and the next attempt that asks calls the factory again."""
+
+    def __init__(self, activity: str, reason: str) -> None:
+        super().__init__(
+            f"activity {activity!r} asked for services and the services factory {reason}; "
+            "this attempt fails and is retried per the activity's retry policy (the factory "
+            "runs again on the next attempt that asks)"
+        )
+        self.activity = activity
+        self.reason = reason
+
+
+class UnknownServiceError(WeftError, KeyError):
+    """An activity asked for a service the engine's services do not provide.
+
+    A ``KeyError`` too, so ``services.get(name)`` and ``name in services`` behave as on any
+    mapping. Not retried: the engine builds its services once, so a retry on it would fail
+    the same way; fix the factory (or the name) and retry the run.
+    """
+
+    def __init__(self, activity: str, missing: Iterable[str], provided: Iterable[str]) -> None:
+        self.activity = activity
+        self.missing = sorted(missing)
+        self.provided = sorted(provided)
+        super().__init__(
+            f"activity {activity!r} needs service(s) {_names(self.missing)}, but the engine's "
+            f"services factory provides {_names(self.provided)}; add them to the mapping "
+            "Engine.create(services=...) returns, or fix the name"
+        )
+
+    __str__ = Exception.__str__  # a KeyError would quote the message
+
+
+class MissingServiceError(ConfigurationError):
+    """A registered activity declares ``services=(...)`` and the engine was created without
+    a ``services`` factory: raised by ``Engine.create``, before anything runs."""
+
+    def __init__(self, workflow: str, activity: str, service: str) -> None:
+        super().__init__(
+            f"workflow {workflow!r}: activity {activity!r} declares service {service!r}, but "
+            "the engine has no services factory; pass Engine.create(..., services=lambda: "
+            f"{{{service!r}: ...}})"
+        )
+        self.workflow = workflow
+        self.activity = activity
+        self.service = service
+
+
+# -- Updates and queries --------------------------------------------------------------------
+
+
+class UpdateValidationError(WeftError):
+    """An update was rejected by its validator; nothing was stored.
+
+    ``issues`` lists ``{"message": ..., "path": [...] or None}`` entries.
+    """
+
+    def __init__(self, issues: list[dict[str, object]] | str) -> None:
+        if isinstance(issues, str):
+            issues = [{"message": issues, "path": None}]
+        text = "; ".join(str(issue.get("message")) for issue in issues)
+        super().__init__(f"update rejected: {text}")
+        self.issues = issues
+
+
+class UpdateFailedError(WeftError):
+    """An update handler raised; nothing was stored and the workflow is unchanged."""
+
+    def __init__(self, name: str, error_type: str, error_message: str) -> None:
+        super().__init__(f"update {name!r} failed: {error_type}: {error_message}")
+        self.update_name = name
         self.error_type = error_type
         self.error_message = error_message
 
 
-class UnsupportedSchemaVersionError(WeftError):
-    """A stored record is in a format this engine does not know, e.g. written by a newer release.
+class UnknownUpdateError(WeftError):
+    """The workflow has no handler for this update name (at its current point)."""
 
-    The engine refuses to act on it and leaves it exactly as stored, so running an older
-    release (a rollback) can never misread or overwrite newer data.
-    """
 
-    def __init__(self, what: str, found: object, supported: tuple[int, ...]) -> None:
-        known = ", ".join(str(version) for version in supported)
+class UnknownQueryError(WeftError):
+    """The workflow has no handler for this query name (at its current point)."""
+
+
+# -- Search attributes, tags and list filters (ADR 0030) ------------------------------------
+
+
+class SearchAttributeError(InvalidArgumentError):
+    """A search attribute is not declared by the workflow type, or its value has the wrong
+    type; nothing was written."""
+
+
+class InvalidTagError(InvalidArgumentError):
+    """A run's tags break the documented limits (count, length, characters); nothing was
+    written."""
+
+
+class InvalidFilterError(InvalidArgumentError):
+    """A list or count filter cannot be applied: unknown operator, malformed value, bad
+    ``group_by`` or ``order``."""
+
+
+# -- Schedules ------------------------------------------------------------------------------
+
+
+class InvalidScheduleError(InvalidArgumentError):
+    """A schedule's definition cannot be used (cron, interval, time zone, overlap, window);
+    ``field`` names the argument to fix. Nothing was stored."""
+
+
+class ScheduleAlreadyExistsError(WeftError):
+    """A schedule with this id exists; update it, or delete it first."""
+
+    def __init__(self, schedule_id: str) -> None:
         super().__init__(
-            f"{what} has schema version {found!r}, but this engine reads only version(s) "
-            f"{known}; upgrade this engine to the weft-serverless release that wrote it, or a "
-            "newer one (the record was left untouched)"
+            f"schedule {schedule_id!r} already exists; use get_schedule(...).update(...) to "
+            "change it, or delete it first"
         )
-        self.what = what
-        self.found = found
-        self.supported = supported
+        self.schedule_id = schedule_id
+
+
+class ScheduleNotFoundError(WeftError):
+    """No schedule has this id (never created, or deleted)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        super().__init__(
+            f"schedule {schedule_id!r} does not exist; list_schedules() shows the ones that do"
+        )
+        self.schedule_id = schedule_id
+
+
+# -- Bulk operations (``cancel_all``, ``signal_all``, ``retry_failed_all``; ADR 0031) -------
+
+
+class BulkConfirmationError(WeftError):
+    """A bulk operation was called without the token of its dry run, or with a token that is
+    malformed, expired, or was issued for another operation, arguments or filter. Nothing
+    was done; ``reason`` says which (``missing``, ``malformed``, ``expired``, ``mismatch``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(
+            f"bulk operation not confirmed ({reason}): {detail}; call it with dry_run=True "
+            "first, check the count, then call it again with confirm=<the token returned>"
+        )
+        self.reason = reason
+
+
+class BulkOperationNotFoundError(WeftError):
+    """No bulk operation is stored under this id (see ``list_bulk_operations``)."""
+
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(
+            f"no bulk operation {operation_id!r}; list_bulk_operations() shows the stored ones"
+        )
+        self.operation_id = operation_id
+
+
+# -- Storage --------------------------------------------------------------------------------
 
 
 class StorageError(WeftError):
@@ -262,15 +577,26 @@ class StorageIntegrityError(StorageError):
     """A stored value failed its digest check, or its offloaded copy is missing."""
 
 
-class WorkflowNotRunningError(WeftError):
-    """The call needs a workflow that has not finished, and this one has."""
+class UnsupportedSchemaVersionError(WeftError):
+    """A stored record is in a format this engine does not know, e.g. written by a newer release.
 
-    def __init__(self, workflow_id: str, status: str) -> None:
+    The engine refuses to act on it and leaves it exactly as stored, so running an older
+    release (a rollback) can never misread or overwrite newer data.
+    """
+
+    def __init__(self, what: str, found: object, supported: tuple[int, ...]) -> None:
+        known = ", ".join(str(version) for version in supported)
         super().__init__(
-            f"workflow {workflow_id!r} is {status}; this call needs a running workflow"
+            f"{what} has schema version {found!r}, but this engine reads only version(s) "
+            f"{known}; upgrade this engine to the weft-serverless release that wrote it, or a "
+            "newer one (the record was left untouched)"
         )
-        self.workflow_id = workflow_id
-        self.status = status
+        self.what = what
+        self.found = found
+        self.supported = supported
+
+
+# -- Ownership: modes, claims and leases, and the warnings of an engine that steps back -----
 
 
 class OwnershipModeMismatchError(ConfigurationError):
@@ -328,68 +654,3 @@ class ClockSkewDetected(RuntimeWarning):
 
 class WorkflowWakeDiscarded(RuntimeWarning):
     """A wake-up was dropped because this engine does not own the workflow."""
-
-
-class VersionMismatchError(WeftError):
-    """A run started on a workflow version this definition does not accept."""
-
-    def __init__(self, workflow_id: str, run_version: str, code_version: str) -> None:
-        super().__init__(
-            f"workflow {workflow_id!r} started on version {run_version!r} but the registered "
-            f"definition is version {code_version!r}; keep the old definition deployed for "
-            f"in-flight runs, or declare compatible_versions=({run_version!r},)"
-        )
-        self.workflow_id = workflow_id
-        self.run_version = run_version
-        self.code_version = code_version
-
-
-class UpdateValidationError(WeftError):
-    """An update was rejected by its validator; nothing was stored.
-
-    ``issues`` lists ``{"message": ..., "path": [...] or None}`` entries.
-    """
-
-    def __init__(self, issues: list[dict[str, object]] | str) -> None:
-        if isinstance(issues, str):
-            issues = [{"message": issues, "path": None}]
-        text = "; ".join(str(issue.get("message")) for issue in issues)
-        super().__init__(f"update rejected: {text}")
-        self.issues = issues
-
-
-class UpdateFailedError(WeftError):
-    """An update handler raised; nothing was stored and the workflow is unchanged."""
-
-    def __init__(self, name: str, error_type: str, error_message: str) -> None:
-        super().__init__(f"update {name!r} failed: {error_type}: {error_message}")
-        self.update_name = name
-        self.error_type = error_type
-        self.error_message = error_message
-
-
-class UnknownUpdateError(WeftError):
-    """The workflow has no handler for this update name (at its current point)."""
-
-
-class UnknownQueryError(WeftError):
-    """The workflow has no handler for this query name (at its current point)."""
-
-
-class ActivityTokenNotFoundError(WeftError):
-    """The async-activity token is unknown, or was already used."""
-
-
-class ActivityReconciliationError(WeftError):
-    """An idempotent activity may have run before a crash and its verifier could not tell."""
-
-
-class WorkflowTimedOutError(WorkflowFailedError):
-    """The workflow ran past its ``execution_timeout``."""
-
-    def __init__(self, workflow_id: str) -> None:
-        super().__init__(workflow_id, "WorkflowTimedOutError", "execution timeout reached")
-
-
-class WorkflowBusyError(WeftError):
-    """The workflow is being driven by this engine right now; retry shortly."""

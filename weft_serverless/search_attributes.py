@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from weft_serverless.errors_visibility import (
+from weft_serverless.errors import (
     InvalidFilterError,
     InvalidTagError,
     SearchAttributeError,

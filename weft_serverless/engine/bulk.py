@@ -24,6 +24,7 @@ from typing import Any
 
 from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import (
+    BulkOperationNotFoundError,
     EngineLeaseLostError,
     InvalidArgumentError,
     StorageError,
@@ -31,7 +32,6 @@ from weft_serverless.errors import (
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
-from weft_serverless.errors_bulk import BulkOperationNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 

@@ -19,8 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.errors_bulk import BulkConfirmationError
+from weft_serverless.errors import BulkConfirmationError, InvalidArgumentError
 from weft_serverless.storage import keys
 
 from . import listing

@@ -27,12 +27,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.concurrency import (
-    MAX_KEY_BYTES,
-    Concurrency,
-    ConcurrencyKeyError,
-    WorkflowConcurrencyLimitExceededError,
-)
+from weft_serverless.concurrency import MAX_KEY_BYTES, Concurrency
+from weft_serverless.errors import ConcurrencyKeyError, WorkflowConcurrencyLimitExceededError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 

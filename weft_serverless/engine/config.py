@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from weft_serverless.errors import ConfigurationError, InvalidArgumentError
-from weft_serverless.errors_services import MissingServiceError
+from weft_serverless.errors import ConfigurationError, InvalidArgumentError, MissingServiceError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.identifiers import (
     MAX_WORKFLOW_ID_BYTES,

@@ -13,11 +13,11 @@ from typing import Any
 from weft_serverless.codec import decode_record, encode
 from weft_serverless.errors import (
     InvalidArgumentError,
+    TeardownPendingError,
     WeftError,
     WorkflowNotFoundError,
     WorkflowNotRunningError,
 )
-from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 

@@ -21,13 +21,13 @@ from weft_serverless.errors import (
     ActivityReconciliationError,
     CodecError,
     CommandNotYieldedError,
+    HistoryLimitExceededError,
     InvalidArgumentError,
     NondeterminismError,
     PayloadTooLargeError,
     StorageLimitError,
     VersionMismatchError,
 )
-from weft_serverless.errors_history import HistoryLimitExceededError
 from weft_serverless.storage import keys
 from weft_serverless.workflow import WorkflowDefinition
 

@@ -1,55 +1,62 @@
-"""The ``Engine`` facade: one object per process, each method handed to a one-concern module.
+"""The ``Engine`` facade: one object per process, each method handed to one of its parts.
 
-Arguments are checked in ``config``; each method's full contract (errors, costs, modes) is
-in docs/api.md, so the docstrings here only say what a method is for.
+``Engine.__init__`` builds the parts from the runtime and the session (``Starts``,
+``Interactions``, ``RunControl``, ``AsyncActivities``, ``Schedules``, ``BulkActions``,
+``RunSearch``); each holds what it needs, and each public method here is a one-line hand-off
+to a part or to a concept module. Arguments are checked in ``config``; each method's full
+contract (errors, costs, modes) is in docs/api.md, so the docstrings here only say what a
+method is for.
 """
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from weft_serverless.errors import WorkflowAlreadyExistsError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
-from . import config, handle, lifecycle, signals, starts
-from .activity_moves import ActivityMoves
+from . import bulk_request, config, event_log, handle
+from .activity_moves import AsyncActivities
 from .activity_threads import DEFAULT_MAX_PARALLEL
-from .bulk_moves import BulkMoves
+from .bulk import BulkOperation
+from .bulk_moves import DEFAULT_PAGE, BulkActions
+from .bulk_request import BulkPreview
 from .config import Duration, check_id
-from .event_reads import EventReads
-from .handle import WorkflowDescription, WorkflowHandle
-from .interaction_moves import InteractionMoves
+from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
+from .interaction_moves import Interactions
 from .invocation import invocation_scope
 from .maintenance import MaintenanceReport
-from .operator_moves import OperatorMoves
+from .operator_moves import RunControl
 from .ownership import Mode, Timing, mode_factory
-from .records import RUNNING
 from .runtime import MAX_TIMERS_PER_PASS, BackgroundTasks, Runtime, assemble, wall_clock
-from .schedule_moves import ScheduleMoves
+from .schedule_moves import Schedules
+from .schedules.handle import ScheduleHandle
+from .schedules.manage import ScheduleDescription
+from .schedules.spec import DEFAULT_CATCHUP_WINDOW
 from .session import Session
-from .visibility_moves import VisibilityMoves
+from .starts import Starts
+from .visibility_moves import RunSearch, Time
 
 
-class Engine(
-    InteractionMoves,
-    OperatorMoves,
-    ScheduleMoves,
-    ActivityMoves,
-    EventReads,
-    BulkMoves,
-    VisibilityMoves,
-):
+class Engine:
     """Runs workflows durably on a ``Storage``. Build it with ``Engine.create``."""
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
-        self._session = Session(rt)
+        self._session = session = Session(rt)
+        self._interactions = Interactions(rt, session)
+        self._starts = Starts(rt, session, self._interactions.signal)
+        self._control = RunControl(rt, session)
+        self._activities = AsyncActivities(rt, session)
+        self._schedules = Schedules(rt, session, self.get_handle)
+        self._bulk = BulkActions(rt, session)
+        self._search = RunSearch(rt)
 
     @classmethod
     def create(
@@ -106,6 +113,8 @@ class Engine(
         engine._session.start_background()
         return engine
 
+    # -- starting runs, and reading one ----------------------------------------------------
+
     def start(
         self,
         workflow_type: str,
@@ -120,23 +129,20 @@ class Engine(
         search_attributes: Mapping[str, Any] | None = None,
     ) -> WorkflowHandle:
         """Start a run and, in manual mode, drive it inline until it parks or finishes."""
-        self._open()
-        state = starts.new_state(
-            self._rt,
-            workflow_type,
-            input,
-            id,
-            idempotency_key,
-            execution_timeout,
-            start_at,
-            start_after,
-            search_attributes,
-            tags,
+        return WorkflowHandle(
+            self,
+            self._starts.start(
+                workflow_type,
+                input,
+                id,
+                idempotency_key,
+                execution_timeout,
+                start_at,
+                start_after,
+                tags,
+                search_attributes,
+            ),
         )
-        started = lifecycle.start_workflow(self._rt, state)
-        if state.status == RUNNING:
-            self._session.wake(started, "start")
-        return WorkflowHandle(self, started)
 
     def start_or_signal(
         self,
@@ -152,26 +158,20 @@ class Engine(
         search_attributes: Mapping[str, Any] | None = None,
     ) -> WorkflowHandle:
         """Signal the run ``id``, starting it first (with the signal buffered) if absent."""
-        self._open()
-        state = starts.new_state(
-            self._rt,
-            workflow_type,
-            input,
-            id,
-            None,
-            execution_timeout,
-            None,
-            None,
-            search_attributes,
-            tags,
+        return WorkflowHandle(
+            self,
+            self._starts.start_or_signal(
+                workflow_type,
+                input,
+                id,
+                signal,
+                payload,
+                signal_id,
+                execution_timeout,
+                tags,
+                search_attributes,
+            ),
         )
-        ops = signals.delivery_ops(self._rt, state.id, signal, payload, signal_id)
-        try:
-            lifecycle.start_workflow(self._rt, state, ops)
-            self._session.wake(state.id, "start")
-        except WorkflowAlreadyExistsError:
-            self.signal(state.id, signal, payload, signal_id=signal_id)
-        return WorkflowHandle(self, state.id)
 
     def get_handle(self, workflow_id: str) -> WorkflowHandle:
         return WorkflowHandle(self, check_id(workflow_id))
@@ -179,6 +179,202 @@ class Engine(
     def describe(self, workflow_id: str, *, attempts: bool = False) -> WorkflowDescription:
         """The run's stored state; with ``attempts`` also its failed activity attempts."""
         return handle.describe(self._rt, check_id(workflow_id), attempts)
+
+    def events(
+        self, workflow_id: str, *, after: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """The run's events in order, after the event id ``after`` (None: from its start).
+
+        Each is ``{event_id, type, workflow_id, workflow_type, at, ...}``; ids are the same
+        on every read, so the last id of a page is the ``after`` of the next.
+        """
+        return event_log.read(self._rt.storage, workflow_id, after, limit)
+
+    # -- talking to a run: signals, updates, queries ---------------------------------------
+
+    def signal(
+        self, workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
+    ) -> None:
+        """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
+        self._interactions.signal(workflow_id, name, payload, signal_id)
+
+    def update(
+        self,
+        workflow_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        update_id: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Apply an update where the workflow is parked and return its handler's result."""
+        return self._interactions.update(workflow_id, name, payload, update_id, timeout)
+
+    def query(self, workflow_id: str, name: str, arg: Any = None) -> Any:
+        """Answer a query from the workflow's current state, read-only, on any engine."""
+        return self._interactions.query(workflow_id, name, arg)
+
+    # -- the operator's moves on a run, and recovery ---------------------------------------
+
+    def cancel(self, workflow_id: str) -> None:
+        """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
+        self._control.cancel(workflow_id)
+
+    def suspend(self, workflow_id: str) -> None:
+        """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
+        self._control.suspend(workflow_id)
+
+    def resume(self, workflow_id: str) -> str:
+        """Resume a suspended run, or drive a running one now; returns its status after."""
+        return self._control.resume(workflow_id)
+
+    def retry(self, workflow_id: str) -> None:
+        """Re-run a failed workflow from its last good step (the failed step runs again)."""
+        self._control.retry(workflow_id)
+
+    def purge(self, workflow_id: str) -> None:
+        """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
+        self._control.purge(workflow_id)
+
+    def recover_all(self) -> int:
+        """Drive every running workflow from its stored history; returns how many."""
+        return self._control.recover_all()
+
+    def list_dead_letters(self, workflow_id: str | None = None) -> list[dict[str, Any]]:
+        """Finalizers that exhausted their retries (of one workflow id, or every one); they
+        outlive purges of their runs, so an operator can act on them."""
+        return self._control.dead_letters(workflow_id)
+
+    def list_event_dead_letters(self, workflow_id: str | None = None) -> list[dict[str, Any]]:
+        """Events the event sink kept refusing, moved out of the outbox (of one workflow id,
+        or every one): ``{event, tries, error, first_refused_at, at}`` each. Like finalizer
+        dead letters they outlive purges of their runs."""
+        return self._control.event_dead_letters(workflow_id)
+
+    # -- activities completed outside the engine -------------------------------------------
+
+    def complete_activity(self, token: str, result: Any = None) -> None:
+        """Complete an async activity with ``result`` (single use) and resume its workflow."""
+        self._activities.complete(token, result)
+
+    def fail_activity(self, token: str, error: BaseException | str) -> None:
+        """Fail an async activity attempt; the activity's retry policy decides what follows."""
+        self._activities.fail(token, error)
+
+    # -- schedules -------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        schedule_id: str,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        cron: str | None = None,
+        every: Duration | None = None,
+        timezone: str = "UTC",
+        overlap: str = "skip",
+        catchup_window: Duration = DEFAULT_CATCHUP_WINDOW,
+        jitter: Duration | None = None,
+        start_at: float | datetime.datetime | None = None,
+        end_at: float | datetime.datetime | None = None,
+    ) -> ScheduleHandle:
+        """Create a schedule that starts ``workflow_type`` runs on ``cron`` or ``every``."""
+        return self._schedules.create(
+            schedule_id,
+            workflow_type,
+            input,
+            cron=cron,
+            every=every,
+            timezone=timezone,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            jitter=jitter,
+            start_at=start_at,
+            end_at=end_at,
+        )
+
+    def get_schedule(self, schedule_id: str) -> ScheduleHandle:
+        """A handle on an existing schedule (``ScheduleNotFoundError`` if there is none)."""
+        return self._schedules.get(schedule_id)
+
+    def list_schedules(self) -> list[ScheduleDescription]:
+        """Every schedule, in id order."""
+        return self._schedules.list_all()
+
+    # -- bulk operations on the runs a filter matches (ADR 0031) ---------------------------
+
+    def cancel_all(
+        self,
+        *,
+        dry_run: bool = False,
+        confirm: str | None = None,
+        reason: str | None = None,
+        actor: str | None = None,
+        caller: str | None = None,
+        page_size: int = DEFAULT_PAGE,
+        **filters: Any,
+    ) -> BulkPreview | BulkOperation:
+        """Cancel every run the filters match (dry run first; see docs/api.md)."""
+        return self._bulk.start(
+            bulk_request.CANCEL, filters, dry_run, confirm, reason, actor, caller, page_size
+        )
+
+    def signal_all(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        dry_run: bool = False,
+        confirm: str | None = None,
+        reason: str | None = None,
+        actor: str | None = None,
+        caller: str | None = None,
+        page_size: int = DEFAULT_PAGE,
+        **filters: Any,
+    ) -> BulkPreview | BulkOperation:
+        """Signal every run the filters match, once each (``signal_id`` ``bulk-<id>``)."""
+        return self._bulk.start(
+            bulk_request.SIGNAL,
+            filters,
+            dry_run,
+            confirm,
+            reason,
+            actor,
+            caller,
+            page_size,
+            name,
+            payload,
+        )
+
+    def retry_failed_all(
+        self,
+        *,
+        dry_run: bool = False,
+        confirm: str | None = None,
+        reason: str | None = None,
+        actor: str | None = None,
+        caller: str | None = None,
+        page_size: int = DEFAULT_PAGE,
+        **filters: Any,
+    ) -> BulkPreview | BulkOperation:
+        """Retry every failed run the filters match (``status`` is ``failed``)."""
+        return self._bulk.start(
+            bulk_request.RETRY, filters, dry_run, confirm, reason, actor, caller, page_size
+        )
+
+    def resume_bulk(self, operation_id: str) -> BulkOperation:
+        """Carry a stored operation on from its cursor (a no-op once completed)."""
+        return self._bulk.resume(operation_id)
+
+    def describe_bulk(self, operation_id: str) -> BulkOperation:
+        """A bulk operation's record: its audit fields, counts and progress."""
+        return self._bulk.describe(operation_id)
+
+    def list_bulk_operations(self) -> list[BulkOperation]:
+        """Every bulk operation, oldest first; they outlive the runs they acted on."""
+        return self._bulk.list_all()
+
+    # -- the engine's own life: invocations, maintenance, shutdown -------------------------
 
     @contextmanager
     def invocation(
@@ -201,7 +397,6 @@ class Engine(
         max_timers: int = MAX_TIMERS_PER_PASS,
     ) -> MaintenanceReport:
         """One pass: fire up to ``max_timers`` timers due at ``now`` and drive what they wake."""
-        self._open()
         return self._session.maintain(now, budget_seconds, max_timers)
 
     def close(self) -> None:
@@ -225,7 +420,123 @@ class Engine(
     def _wait_for_change(self, remaining: float | None) -> None:
         self._session.wait_for_change(remaining)
 
-    def _open(self, workflow_id: str | None = None) -> str:
-        """Refuse a closed engine; check ``workflow_id`` when given (returned as is)."""
-        self._session.check_open()
-        return "" if workflow_id is None else check_id(workflow_id)
+    # -- finding runs (ADR 0030); last, as ``def list`` hides the builtin below it ---------
+
+    def list(
+        self,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        limit: int = 100,
+        *,
+        where: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        started_after: Time | None = None,
+        started_before: Time | None = None,
+        id_prefix: str | None = None,
+        order: str = "oldest",
+        type_prefix: str | None = None,
+    ) -> builtins.list[WorkflowSummary]:
+        """Runs passing every filter, oldest (or ``order="newest"``) first; ``where`` maps a
+        search attribute to a value or ``(operator, value)`` (see ``list_page`` for paging)."""
+        return self._search.page(
+            limit,
+            None,
+            status=status,
+            workflow_type=workflow_type,
+            where=where,
+            tags=tags,
+            started_after=started_after,
+            started_before=started_before,
+            id_prefix=id_prefix,
+            order=order,
+            type_prefix=type_prefix,
+        )[0]
+
+    def list_page(
+        self,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        started_after: Time | None = None,
+        started_before: Time | None = None,
+        id_prefix: str | None = None,
+        order: str = "oldest",
+        type_prefix: str | None = None,
+    ) -> tuple[builtins.list[WorkflowSummary], str | None]:
+        """One page of ``list`` and the cursor of the next page (None when done); pass the
+        same filters with the cursor."""
+        return self._search.page(
+            limit,
+            cursor,
+            status=status,
+            workflow_type=workflow_type,
+            where=where,
+            tags=tags,
+            started_after=started_after,
+            started_before=started_before,
+            id_prefix=id_prefix,
+            order=order,
+            type_prefix=type_prefix,
+        )
+
+    def list_page_with_counts(
+        self,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        started_after: Time | None = None,
+        started_before: Time | None = None,
+        id_prefix: str | None = None,
+        order: str = "oldest",
+        type_prefix: str | None = None,
+    ) -> tuple[builtins.list[WorkflowSummary], str | None, dict[str, int]]:
+        """``list_page`` and ``count("status")`` of the same filters but the status, from
+        one read of the index: a page of runs beside the count of each status."""
+        return self._search.counted_page(
+            limit,
+            cursor,
+            status=status,
+            workflow_type=workflow_type,
+            where=where,
+            tags=tags,
+            started_after=started_after,
+            started_before=started_before,
+            id_prefix=id_prefix,
+            order=order,
+            type_prefix=type_prefix,
+        )
+
+    def count(
+        self,
+        group_by: str = "status",
+        *,
+        status: str | None = None,
+        workflow_type: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        started_after: Time | None = None,
+        started_before: Time | None = None,
+        id_prefix: str | None = None,
+        type_prefix: str | None = None,
+    ) -> dict[Any, int]:
+        """How many runs pass the filters, per ``status``, ``workflow_type`` or value of a
+        search attribute (runs without it count under ``None``)."""
+        return self._search.count(
+            group_by,
+            status=status,
+            workflow_type=workflow_type,
+            where=where,
+            tags=tags,
+            started_after=started_after,
+            started_before=started_before,
+            id_prefix=id_prefix,
+            type_prefix=type_prefix,
+        )

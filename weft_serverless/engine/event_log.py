@@ -21,10 +21,13 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless.codec import decode
+from weft_serverless.errors import InvalidArgumentError, WorkflowNotFoundError
 from weft_serverless.storage import keys
+from weft_serverless.storage.base import Storage
 
 from .attempt_history import retries_of
-from .records import TERMINAL, History, WorkflowState
+from .config import MAX_PAGE, check_id
+from .records import TERMINAL, History, WorkflowState, load_history
 
 STARTED_SLOT = "!"  # sorts before every step slot at one instant
 END_SLOT = "~"  # and this after every one
@@ -153,6 +156,20 @@ def page(events: list[dict[str, Any]], after: str | None, limit: int) -> list[di
     if after is not None:
         events = [event for event in events if str(event["event_id"]) > after]
     return events[:limit]
+
+
+def read(storage: Storage, workflow_id: str, after: str | None, limit: int) -> list[dict[str, Any]]:
+    """``Engine.events``: one page of a stored run's log, arguments checked first; it costs
+    one range read of the run's partition, whatever the page."""
+    workflow_id = check_id(workflow_id)
+    if after is not None and (not isinstance(after, str) or not after):
+        raise InvalidArgumentError("after must be an event id returned by events()", "after")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_PAGE}", "limit")
+    history = load_history(storage, workflow_id)
+    if history is None:
+        raise WorkflowNotFoundError(workflow_id)
+    return page(events_of(history), after, limit)
 
 
 def _base(state: WorkflowState, at: float, slot: str, kind: str, type_: str) -> dict[str, Any]:

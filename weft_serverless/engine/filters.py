@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.errors_visibility import InvalidFilterError
+from weft_serverless.errors import InvalidArgumentError, InvalidFilterError
 from weft_serverless.search_attributes import check_tags, coerce, value_token
 from weft_serverless.time_values import parse_instant
 from weft_serverless.workflow import WorkflowDefinition

@@ -13,7 +13,7 @@ The count comes from the history the drive already holds, so the check costs no 
 
 from __future__ import annotations
 
-from weft_serverless.errors_history import HistoryLimitExceededError
+from weft_serverless.errors import HistoryLimitExceededError
 from weft_serverless.workflow import WorkflowDefinition
 
 from .records import History

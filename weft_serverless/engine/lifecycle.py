@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.concurrency import WorkflowConcurrencyLimitExceededError
 from weft_serverless.errors import (
     UnknownWorkflowTypeError,
     WeftError,
     WorkflowAlreadyExistsError,
+    WorkflowConcurrencyLimitExceededError,
 )
 from weft_serverless.search_attributes import check_tags, check_values
 from weft_serverless.storage import keys

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from weft_serverless.errors_visibility import InvalidFilterError
+from weft_serverless.errors import InvalidFilterError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 

@@ -6,8 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless.errors import ActivityFailedError, ChildWorkflowFailedError, WeftError
-from weft_serverless.errors_activity import TIMEOUT_KINDS, ActivityTimedOutError
+from weft_serverless.errors import (
+    TIMEOUT_KINDS,
+    ActivityFailedError,
+    ActivityTimedOutError,
+    ChildWorkflowFailedError,
+    WeftError,
+)
 from weft_serverless.storage.base import Condition, Op
 
 from .records import error_record

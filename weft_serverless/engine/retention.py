@@ -15,9 +15,9 @@ from typing import Literal
 
 from weft_serverless.errors import (
     InvalidArgumentError,
+    TeardownPendingError,
     WorkflowBusyError,
 )
-from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 

@@ -1,13 +1,17 @@
-"""Creating, finding and listing schedules, mixed into ``Engine`` (one-line hand-offs to
-``schedules``) so that the facade stays small."""
+"""Creating, finding and listing schedules: the engine's ``Schedules`` part.
+
+``Engine`` hands ``schedule``, ``get_schedule`` and ``list_schedules`` to it; each is a
+hand-off to ``schedules``, and a handle's fire starts its run through the engine's
+``Session``.
+"""
 
 from __future__ import annotations
 
 import datetime
-from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
-from weft_serverless.schedule_errors import ScheduleNotFoundError
+from weft_serverless.errors import ScheduleNotFoundError
 
 from .config import Duration
 from .handle import WorkflowHandle
@@ -15,39 +19,39 @@ from .runtime import Runtime
 from .schedules import manage
 from .schedules.handle import ScheduleHandle
 from .schedules.manage import ScheduleDescription
-from .schedules.spec import DEFAULT_CATCHUP_WINDOW, build_spec
+from .schedules.spec import build_spec
 from .session import Session
 
 
-class ScheduleMoves:
-    """``schedule``, ``get_schedule`` and ``list_schedules`` (see docs/api.md, Schedules)."""
+class Schedules:
+    """``schedule``, ``get_schedule`` and ``list_schedules`` (see docs/api.md, Schedules).
 
-    _rt: Runtime
-    _session: Session
+    ``get_handle`` turns a started run's id into the engine's handle on it.
+    """
 
-    @abstractmethod
-    def _open(self, workflow_id: str | None = None) -> str: ...
+    def __init__(
+        self, rt: Runtime, session: Session, get_handle: Callable[[str], WorkflowHandle]
+    ) -> None:
+        self._rt = rt
+        self._session = session
+        self._get_handle = get_handle
 
-    @abstractmethod
-    def get_handle(self, workflow_id: str) -> WorkflowHandle: ...
-
-    def schedule(
+    def create(
         self,
         schedule_id: str,
         workflow_type: str,
-        input: Any = None,
+        input: Any,
         *,
-        cron: str | None = None,
-        every: Duration | None = None,
-        timezone: str = "UTC",
-        overlap: str = "skip",
-        catchup_window: Duration = DEFAULT_CATCHUP_WINDOW,
-        jitter: Duration | None = None,
-        start_at: float | datetime.datetime | None = None,
-        end_at: float | datetime.datetime | None = None,
+        cron: str | None,
+        every: Duration | None,
+        timezone: str,
+        overlap: str,
+        catchup_window: Duration,
+        jitter: Duration | None,
+        start_at: float | datetime.datetime | None,
+        end_at: float | datetime.datetime | None,
     ) -> ScheduleHandle:
-        """Create a schedule that starts ``workflow_type`` runs on ``cron`` or ``every``."""
-        self._open()
+        self._session.opened()
         checked = manage.check_schedule_id(schedule_id)
         spec = build_spec(
             cron=cron,
@@ -60,23 +64,21 @@ class ScheduleMoves:
             end_at=end_at,
         )
         manage.create(self._rt, checked, workflow_type, input, spec)
-        return self._schedule_handle(checked)
+        return self._handle(checked)
 
-    def get_schedule(self, schedule_id: str) -> ScheduleHandle:
-        """A handle on an existing schedule (``ScheduleNotFoundError`` if there is none)."""
-        self._open()
+    def get(self, schedule_id: str) -> ScheduleHandle:
+        self._session.opened()
         checked = manage.check_schedule_id(schedule_id)
         if not manage.exists(self._rt, checked):
             raise ScheduleNotFoundError(checked)
-        return self._schedule_handle(checked)
+        return self._handle(checked)
 
-    def list_schedules(self) -> list[ScheduleDescription]:
-        """Every schedule, in id order."""
-        self._open()
+    def list_all(self) -> list[ScheduleDescription]:
+        self._session.opened()
         return manage.list_all(self._rt)
 
-    def _schedule_handle(self, schedule_id: str) -> ScheduleHandle:
+    def _handle(self, schedule_id: str) -> ScheduleHandle:
         def wake(workflow_id: str) -> None:
             self._session.wake(workflow_id, "start")
 
-        return ScheduleHandle(self._rt, schedule_id, wake, self.get_handle)
+        return ScheduleHandle(self._rt, schedule_id, wake, self._get_handle)

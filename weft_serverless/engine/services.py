@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from weft_serverless.errors_services import ServicesUnavailableError, UnknownServiceError
+from weft_serverless.errors import ServicesUnavailableError, UnknownServiceError
 
 from .telemetry import Metrics, logger
 

@@ -15,7 +15,7 @@ from weft_serverless.errors import ConfigurationError, WeftError
 
 from . import admission, control, listing, teardown
 from .background import BackgroundDriver
-from .config import check_positive_int
+from .config import check_id, check_positive_int
 from .dispatch import Dispatcher
 from .maintenance import MaintenanceReport, run_maintenance
 from .records import RUNNING, STATUSES, SUSPENDED
@@ -41,6 +41,11 @@ class Session:
     def check_open(self) -> None:
         if self.rt.closed:
             raise ConfigurationError("this engine is closed; create a new one")
+
+    def opened(self, workflow_id: str | None = None) -> str:
+        """Refuse a closed engine; check ``workflow_id`` when given (returned as is)."""
+        self.check_open()
+        return "" if workflow_id is None else check_id(workflow_id)
 
     def wake(self, workflow_id: str, kind: str = "wake") -> None:
         """Drive what a committed call made drivable (inline in manual mode).
@@ -124,6 +129,7 @@ class Session:
     def maintain(
         self, now: float | None, budget_seconds: float | None, max_timers: int
     ) -> MaintenanceReport:
+        self.check_open()
         cap = check_positive_int(max_timers, "max_timers")
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         report = run_maintenance(self.rt, self.dispatcher, now, Budget(deadline, max_timers=cap))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.errors_visibility import SearchAttributeError
+from weft_serverless.errors import SearchAttributeError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put

@@ -20,8 +20,12 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from weft_serverless.errors import WeftError, WorkflowBusyError
-from weft_serverless.schedule_errors import InvalidScheduleError, ScheduleNotFoundError
+from weft_serverless.errors import (
+    InvalidScheduleError,
+    ScheduleNotFoundError,
+    WeftError,
+    WorkflowBusyError,
+)
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from weft_serverless.commands import Duration
-from weft_serverless.schedule_errors import InvalidScheduleError
+from weft_serverless.errors import InvalidScheduleError
 
 from ..handle import WorkflowHandle
 from ..runtime import Runtime

@@ -9,9 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import InvalidArgumentError, UnknownWorkflowTypeError, WeftError
+from weft_serverless.errors import (
+    InvalidArgumentError,
+    ScheduleAlreadyExistsError,
+    UnknownWorkflowTypeError,
+    WeftError,
+)
 from weft_serverless.identifiers import MAX_WORKFLOW_ID_BYTES
-from weft_serverless.schedule_errors import ScheduleAlreadyExistsError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op
 

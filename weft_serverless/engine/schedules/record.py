@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from weft_serverless.codec import SCHEMA_VERSION, check_schema_version, decode, encode
-from weft_serverless.schedule_errors import ScheduleNotFoundError
+from weft_serverless.errors import ScheduleNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
 

@@ -20,8 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from weft_serverless.errors import InvalidArgumentError
-from weft_serverless.schedule_errors import InvalidScheduleError
+from weft_serverless.errors import InvalidArgumentError, InvalidScheduleError
 from weft_serverless.storage.keys import is_due
 from weft_serverless.time_values import MAX_INSTANT, Duration, parse_duration, parse_instant
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from weft_serverless.activity import ActivityContext, set_current
 from weft_serverless.codec import decode
 from weft_serverless.commands import Run
-from weft_serverless.errors import CodecError, PayloadTooLargeError
-from weft_serverless.errors_activity import TimeoutKind
+from weft_serverless.errors import CodecError, PayloadTooLargeError, TimeoutKind
 from weft_serverless.storage import keys
 from weft_serverless.workflow import ActivityDefinition
 

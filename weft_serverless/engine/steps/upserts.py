@@ -12,7 +12,7 @@ import dataclasses
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import UpsertSearchAttributes
-from weft_serverless.errors_visibility import SearchAttributeError
+from weft_serverless.errors import SearchAttributeError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
