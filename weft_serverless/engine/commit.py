@@ -15,6 +15,7 @@ from weft_serverless.storage.base import Condition, Op, Put
 
 from .ownership import merge_conditions
 from .runtime import Runtime
+from .stored_records import OpRecord
 
 
 class LostCommit(Exception):
@@ -106,6 +107,7 @@ def commit_cleanup(rt: Runtime, workflow_id: str, chunks: Sequence[Sequence[Op]]
         commit(rt, workflow_id, [], chunk)
 
 
-def decode_value(record: dict[str, Any]) -> Any:
-    data = record.get("v")
+def decode_value(record: OpRecord) -> Any:
+    """A step's stored result, decoded."""
+    data = record.value
     return None if data is None else decode(data)

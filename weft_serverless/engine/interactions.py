@@ -32,6 +32,7 @@ from .driver import DriveRequest, drive
 from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
 from .runtime import logger
+from .stored_records import UpdateResponse
 from .update_verdicts import validate
 from .updates import IncomingUpdate
 
@@ -69,7 +70,7 @@ def _apply(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, update: Incomi
     """One attempt at an update: answered before, or applied by a drive of the run here."""
     answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
     if answered is not None:
-        return decode(decode(answered)["v"])
+        return decode(UpdateResponse.from_bytes(answered).value)
     state = _state(rt, workflow_id)
     if state.status != RUNNING:
         raise WorkflowNotRunningError(workflow_id, state.status)
