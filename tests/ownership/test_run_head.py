@@ -318,7 +318,7 @@ def test_a_late_write_out_of_a_step_a_retry_forgot_is_refused_by_its_tombstone(
     assert e2.get_handle("w").result() == 3
     history = load_history(storage_factory(), "w")
     assert history is not None
-    assert history.ops[keys.step_slot(1)].get("ok", True) is True
+    assert history.ops[keys.step_slot(1)].ok is True
     read = read_history(storage_factory(), "w")
     assert read is not None
     [failure] = read.failed_attempts  # b's failure stays as the run's history (ADR 0044)
@@ -397,7 +397,8 @@ def test_a_large_record_is_put_first_and_the_head_names_it(storage_factory: Open
     assert all(len(v) < 100 and REFERENCE in decode(v) for v in ops.values())
     history = load_history(storage_factory(), "w")
     assert history is not None
-    assert [len(decode(history.ops[keys.step_slot(n)]["v"])["pad"]) for n in range(3)] == [4000] * 3
+    values = [history.ops[keys.step_slot(n)].value for n in range(3)]
+    assert [len(decode(value)["pad"]) for value in values] == [4000] * 3
     assert fencing_violations(journal) == [] and rewritten_op_records(journal) == {}
 
 

@@ -20,11 +20,10 @@ from typing import Any
 from weft_serverless.storage import keys
 
 from .records import History, WorkflowState
+from .stored_records import OpRecord
 
 RETRIES_FIELD = "retries"
 """The run's state counts the retries made of it (absent: none)."""
-_KEPT = ("sig", "at", "ok", "err", "a", "r", "i")
-"""What a set-aside op record keeps: enough for its event and its row, not its value."""
 
 
 def retries_of(state: WorkflowState) -> int:
@@ -38,12 +37,12 @@ def retry_record(
     records of the step at ``slot`` (``forgotten``: its op slots) it sets aside."""
     state = history.state
     k = retries_of(state) + 1
-    ops = {s: {f: history.ops[s][f] for f in _KEPT if f in history.ops[s]} for s in forgotten}
+    ops = {s: history.ops[s].kept() for s in forgotten}
     bases: dict[str, int] = {}
     for s in forgotten | set(history.attempts.under(slot)):
-        op = ops.get(s, {})
-        numbers = [int(a["n"]) for a in history.attempts.get(s, [])]
-        numbers += [int(op.get("a", 0)), int((op.get("err") or {}).get("attempts") or 0)]
+        op = history.ops[s] if s in forgotten else OpRecord()
+        numbers = [a.number for a in history.attempts.get(s, [])]
+        numbers += [int(op.attempt or 0), int((op.error or {}).get("attempts") or 0)]
         bases[s] = max([base(history, s), *numbers])
     record = {
         "k": k,
@@ -79,59 +78,74 @@ def rounds_before(history: History, slot: str, attempt: int) -> int:
     return sum(1 for record in records if int(record.get("bases", {}).get(slot, 0)) < attempt)
 
 
-def set_aside_failures(history: History) -> list[tuple[str, dict[str, Any], int]]:
+def set_aside_failures(history: History) -> list[tuple[str, OpRecord, int]]:
     """The final activity failures that retries set aside: (slot, op record, retries before
     it), by slot then retry."""
     out = []
     for _, records in sorted(history.retries.items()):
         for record in records:
-            for slot, op in sorted(record.get("ops", {}).items()):
-                err = op.get("err") or {}
-                if op.get("ok", True) is False and err.get("kind") == "activity":
+            for slot, kept in sorted(record.get("ops", {}).items()):
+                op = OpRecord.from_map(kept)
+                if _failed_activity(op):
                     out.append((slot, op, int(record["k"]) - 1))
     return out
+
+
+def _failed_activity(op: OpRecord) -> bool:
+    return not op.ok and (op.error or {}).get("kind") == "activity"
 
 
 def failed_attempts(history: History) -> list[dict[str, Any]]:
     """Every stored failed activity attempt, by step then attempt: the kept retry records
     (the newest ``ATTEMPT_HISTORY`` of each step), each final failure a retry of the run set
     aside (its ``retry_at`` is that retry), and the step's final failure, if it failed."""
-    finals: list[tuple[str, dict[str, Any], float | None]] = []
+    finals: list[tuple[str, OpRecord, float | None]] = []
     for slot, op, before in set_aside_failures(history):
         finals.append((slot, op, float(history.retries[slot.split(".", 1)[0]][before]["at"])))
     for slot, op in history.ops.items():
-        if op.get("ok", True) is False and (op.get("err") or {}).get("kind") == "activity":
+        if _failed_activity(op):
             finals.append((slot, op, None))
     rows: list[dict[str, Any]] = []
     for slot, records in history.attempts.items():
         for record in records:
-            rows.append(_row(history, slot, record, int(record["n"]), record.get("at")))
-            rows[-1]["retry_at"] = record["due"]
+            activity = str(record.signature or "run:")[len("run:") :]
+            failure = (record.error_type, record.message, record.started_at, record.traceback)
+            rows.append(_row(history, slot, activity, record.number, record.at, *failure))
+            rows[-1]["retry_at"] = record.due
     for slot, op, retried in finals:
-        err = op["err"]
-        rows.append(_row(history, slot, err, int(err["attempts"]), op.get("at")))
+        err = op.error or {}
+        activity = err.get("activity") or ""
+        failure = (err.get("type", ""), err.get("message", ""), err.get("s"), err.get("tb"))
+        rows.append(_row(history, slot, activity, int(err["attempts"]), op.at, *failure))
         rows[-1]["retry_at"] = retried
     rows.sort(key=lambda row: (row["slot"], row["attempt"]))
     return rows
 
 
 def _row(
-    history: History, slot: str, record: dict[str, Any], attempt: int, failed_at: float | None
+    history: History,
+    slot: str,
+    activity: str,
+    attempt: int,
+    failed_at: float | None,
+    error_type: str,
+    message: str,
+    started_at: float | None,
+    traceback: str | None,
 ) -> dict[str, Any]:
-    """One row: a retry record (its ``sig`` names the activity) or a final failure (its
+    """One row: a retry record (its signature names the activity) or a final failure (its
     error record does)."""
-    activity = record.get("activity") or str(record.get("sig", "run:"))[len("run:") :]
     return {
         "step": keys.describe_slot(slot),
         "slot": slot,
         "activity": str(activity),
         "attempt": attempt,
-        "error_type": record.get("type", ""),
-        "message": record.get("message", ""),
+        "error_type": error_type,
+        "message": message,
         "failed_at": failed_at,
         "retry_at": None,
-        "started_at": record.get("s"),
-        "traceback": record.get("tb"),
+        "started_at": started_at,
+        "traceback": traceback,
         "after_retries": rounds_before(history, slot, attempt),
     }
 
@@ -150,27 +164,28 @@ def unfinished(history: History) -> list[Unfinished]:
         if not records:
             continue
         last = records[-1]
-        failed, operation = int(last["n"]), str(last.get("sig") or "run")
+        failed, operation = last.number, str(last.signature or "run")
         before = base(history, slot)
         if before and failed <= before:  # set aside by a retry: this round has no record yet
             detail = f"run again by a retry of the run; attempt {before + 1} is not recorded yet"
             out.append((slot, operation, "waiting", before, None, detail))
             continue
         detail = (
-            f"attempt {failed} failed: {last.get('type')}: {last.get('message')}; "
+            f"attempt {failed} failed: {last.error_type}: {last.message}; "
             f"attempt {failed + 1} is due then"
         )
-        out.append((slot, operation, "retrying", failed, last.get("due"), detail))
+        out.append((slot, operation, "retrying", failed, last.due, detail))
     return out
 
 
 def with_retry_note(history: History, slot: str, detail: str) -> str:
     """A committed step's detail, and what a retry of the run set aside of it, if one did."""
     records = history.retries.get(slot.split(".", 1)[0]) if history.retries else None
-    op = records[-1].get("ops", {}).get(slot) if records else None
-    if records is None or op is None:
+    kept = records[-1].get("ops", {}).get(slot) if records else None
+    if records is None or kept is None:
         return detail
-    err = op.get("err") or {}
-    said = f": {err.get('type')}: {err.get('message')}" if op.get("ok", True) is False else ""
+    op = OpRecord.from_map(kept)
+    err = op.error or {}
+    said = f": {err.get('type')}: {err.get('message')}" if not op.ok else ""
     note = f"run again by retry {records[-1]['k']} of the run (it had ended{said or ' ok'})"
     return f"{detail}; {note}" if detail else note

@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from weft_serverless.codec import decode, encode
+from weft_serverless.codec import decode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from . import run_head
 from .ownership import merge_conditions
 from .runtime import Runtime
+from .stored_records import OpRecord
 
 
 class LostCommit(Exception):
@@ -68,13 +69,13 @@ def commit_record(
     rt: Runtime,
     workflow_id: str,
     slot: str,
-    record: dict[str, Any],
+    record: OpRecord,
     expected: bytes | None,
     *,
     conditions: Sequence[Condition] = (),
     ops: Sequence[Op] = (),
     cleanup: Sequence[Op] = (),
-) -> tuple[list[Op], list[list[Op]]]:
+) -> tuple[OpRecord, list[Op], list[list[Op]]]:
     """Commit a finished step: its op record ``record`` (in ``slot``, which held ``expected``
     when read) with the writes and conditions that must land with it, and as much of
     ``cleanup`` as fits (see ``commit_step``).
@@ -85,20 +86,20 @@ def commit_record(
     """
     epoch = rt.fence.commit_epoch(workflow_id)
     if epoch is not None:
-        record[run_head.FENCE_EPOCH] = epoch
+        record = record.fenced(epoch)
     key = keys.op_key(workflow_id, slot)
-    value = encode(record)
+    value = record.to_bytes()
     written: list[Op] = [Put(key, value), *ops]
     if epoch is None or ops or conditions:
         batch = [Condition(key, expected), *conditions]
-        return written, commit_step(rt, workflow_id, batch, written, cleanup)
+        return record, written, commit_step(rt, workflow_id, batch, written, cleanup)
     blob = None
     if len(value) > run_head.INLINE:  # the record goes first, the head names it
         digest, stub = run_head.reference(value, epoch)
         blob, value = Put(keys.blob_key(workflow_id, slot, digest), value), stub
         written = [Put(key, value)]
     commit_on_head(rt, workflow_id, slot, value, expected, blob)
-    return written, cleanup_chunks(rt, workflow_id, cleanup)
+    return record, written, cleanup_chunks(rt, workflow_id, cleanup)
 
 
 def commit_on_head(
@@ -240,6 +241,7 @@ def purge_keys(rt: Runtime, doomed: Iterable[Key]) -> None:
     rt.storage.delete_many(doomed)
 
 
-def decode_value(record: dict[str, Any]) -> Any:
-    data = record.get("v")
+def decode_value(record: OpRecord) -> Any:
+    """A step's stored result, decoded."""
+    data = record.value
     return None if data is None else decode(data)

@@ -47,6 +47,7 @@ from .records import (
     load_history,
 )
 from .runtime import Runtime
+from .stored_records import AttemptRecord, PendingRecord
 
 _ATTEMPTS = 10
 Extra = Callable[[WorkflowState], list[Op]]
@@ -217,13 +218,13 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
     if history is None:
         return []
     ops: list[Op] = []
-    records = list(history.pending.items())
+    records: list[tuple[str, PendingRecord | AttemptRecord]] = list(history.pending.items())
     records += [(slot, attempts[-1]) for slot, attempts in history.attempts.items() if attempts]
     for slot, record in records:
         top = slot.split(".", 1)[0].split("@", 1)[0]
-        if top in history.ops or not record.get("timer"):
+        if top in history.ops or not record.timer:
             continue
-        ops.append(Put(Key(*record["timer"]), timers.timer_value(state.id, timers.RESUME)))
+        ops.append(Put(Key(*record.timer), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
         ops.append(timers.arm(timers.DELAYED_START, state.id, start_at))
@@ -307,7 +308,7 @@ def _set_aside_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
         return []
     tops = [slot for slot in history.ops if "." not in slot]
     slot = max(tops) if tops else keys.step_slot(state.first_step)
-    failed = bool(tops) and history.ops[slot].get("ok", True) is False
+    failed = bool(tops) and not history.ops[slot].ok
     if tops and not failed:  # the code failed after its last step: it runs on from there
         slot = keys.step_slot(keys.counter_value(slot) + 1)
     forgotten = {slot, *(s for s in history.ops if s.startswith(slot + "."))} if failed else set()
@@ -344,7 +345,9 @@ def children_to_close(rt: Runtime, workflow_id: str) -> list[str]:
         sort[len(keys.CHILD_PREFIX) :] for sort, _ in rt.storage.scan(partition, keys.CHILD_PREFIX)
     }
     pending = {
-        sort[len(keys.PENDING_PREFIX) :]: decode_record(value, f"record {sort!r} of {partition!r}")
+        sort[len(keys.PENDING_PREFIX) :]: PendingRecord.from_map(
+            decode_record(value, f"record {sort!r} of {partition!r}")
+        )
         for sort, value in rt.storage.scan(partition, keys.PENDING_PREFIX)
     }
     return transitions.open_children(pending, finished)

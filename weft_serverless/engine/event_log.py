@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from weft_serverless.codec import decode
 from weft_serverless.errors import InvalidArgumentError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
@@ -28,6 +27,7 @@ from weft_serverless.storage.base import Storage
 from .attempt_history import retries_of
 from .config import MAX_PAGE, check_id
 from .records import TERMINAL, History, WorkflowState, load_history
+from .stored_records import AttemptRecord, OpRecord, UpdateRecord
 
 STARTED_SLOT = "!"  # sorts before every step slot at one instant
 END_SLOT = "~"  # and this after every one
@@ -72,32 +72,32 @@ def _round(kind: str, retries: Any) -> str:
 
 
 def attempt_failed_event(
-    state: WorkflowState, slot: str, activity: str, failure: dict[str, Any]
+    state: WorkflowState, slot: str, activity: str, failure: AttemptRecord
 ) -> dict[str, Any]:
     """The event of a failed activity attempt that will be retried (a retry record)."""
     event = _base(
         state,
-        float(failure["at"]),
+        float(failure.at),
         slot,
-        "a" + keys.counter(int(failure["n"]), 4),
+        "a" + keys.counter(failure.number, 4),
         "activity.attempt_failed",
     )
     event.update(
         step=keys.describe_slot(slot),
         activity=activity,
-        attempt=int(failure["n"]),
-        error=_error(failure),
+        attempt=failure.number,
+        error=_error(failure.error_type, failure.message, failure.traceback),
     )
-    if failure.get("due") is not None:
-        event["retry_at"] = failure["due"]
+    if failure.due is not None:
+        event["retry_at"] = failure.due
     return event
 
 
-def _error(record: dict[str, Any]) -> dict[str, Any]:
+def _error(error_type: str, message: str, traceback: str | None) -> dict[str, Any]:
     """An event's error: type and message, and the traceback when one was kept."""
-    error = {"type": record.get("type", ""), "message": record.get("message", "")}
-    if record.get("tb"):
-        error["traceback"] = record["tb"]
+    error = {"type": error_type, "message": message}
+    if traceback:
+        error["traceback"] = traceback
     return error
 
 
@@ -124,9 +124,9 @@ def events_of(history: History) -> list[dict[str, Any]]:
     state = history.state
     events = [_base(state, state.created_at, STARTED_SLOT, "s", "run.started")]
     for slot, attempts in history.attempts.items():
-        for record in attempts:
-            activity = str(record.get("sig", "run:"))[len("run:") :]
-            events.append(attempt_failed_event(state, slot, activity, record))
+        for attempt in attempts:
+            activity = str(attempt.signature or "run:")[len("run:") :]
+            events.append(attempt_failed_event(state, slot, activity, attempt))
     for slot, record in history.ops.items():
         events.append(_step_event(history, slot, record))
     for slot, retries in history.retries.items():
@@ -137,13 +137,13 @@ def events_of(history: History) -> list[dict[str, Any]]:
             if failure[0] is not None:
                 events.append(_terminal(state, "failed", float(failure[0]), failure[1], before))
             for sub, op in retry.get("ops", {}).items():
-                events.append(_step_event(history, sub, op, set_aside=True))
+                events.append(_step_event(history, sub, OpRecord.from_map(op), set_aside=True))
     for slot, updates in history.updates_applied.items():
         for seq, raw in enumerate(updates):
-            record = decode(raw)
-            at = float(record.get("at") or state.created_at)
+            update = UpdateRecord.from_bytes(raw)
+            at = float(update.at or state.created_at)
             event = _base(state, at, slot, "b" + keys.counter(seq, 4), "update.applied")
-            event.update(name=record.get("name"), update_id=record.get("id"))
+            event.update(name=update.name, update_id=update.update_id)
             events.append(event)
     if state.status in TERMINAL:
         events.append(terminal_event(state))
@@ -183,31 +183,32 @@ def _base(state: WorkflowState, at: float, slot: str, kind: str, type_: str) -> 
 
 
 def _step_event(
-    history: History, slot: str, record: dict[str, Any], *, set_aside: bool = False
+    history: History, slot: str, record: OpRecord, *, set_aside: bool = False
 ) -> dict[str, Any]:
     """A committed step: what kind of step its signature names, and how it ended
     (``set_aside``: a record a retry set aside, whose slot's records are another round's)."""
-    state, signature = history.state, str(record.get("sig", ""))
-    at = float(record.get("at") or state.created_at)
-    ok = record.get("ok", True) is not False
+    state, signature = history.state, record.signature
+    at = float(record.at or state.created_at)
+    ok = record.ok
     if signature == "sleep":
         type_ = "timer.fired"
     elif signature.startswith("signal:"):
-        type_ = "signal.received" if "v" in record else "signal.timed_out"
+        type_ = "signal.received" if record.has_value else "signal.timed_out"
     elif signature.startswith("child:"):
         type_ = "child.completed" if ok else "child.failed"
     else:
         type_ = "step.completed" if ok else "step.failed"
-    event = _base(state, at, slot, _round("c", record.get("r")), type_)
+    event = _base(state, at, slot, _round("c", record.retries), type_)
     event.update(step=keys.describe_slot(slot), operation=signature)
-    if "a" in record:
-        event["attempt"] = record["a"]
+    if record.attempt is not None:
+        event["attempt"] = record.attempt
     if not ok:
-        err = record.get("err") or {}
-        event["error"] = _error(err)
+        err = record.error or {}
+        event["error"] = _error(err.get("type", ""), err.get("message", ""), err.get("tb"))
         if err.get("attempts") is not None:
             event["attempt"] = err["attempts"]
-    child = None if set_aside else history.pending.get(slot, {}).get("child_id")
+    pending = None if set_aside else history.pending.get(slot)
+    child = None if pending is None else pending.child_id
     if child is not None:
         event["child_id"] = child
     return event

@@ -27,6 +27,7 @@ from .attempt_history import failed_attempts
 from .ownership.base import marker_mode
 from .records import History, load_history
 from .run_head import Head
+from .stored_records import OpRecord
 
 if TYPE_CHECKING:
     from weft_serverless.storage.base import Storage
@@ -251,21 +252,22 @@ def timeline(history: History) -> list[TimelineStep]:
     steps: dict[str, TimelineStep] = {}
     for slot, record in history.ops.items():
         steps[slot] = _committed(slot, record, history, keys.describe_slot(slot))
-    for raw_slot, record in history.pending.items():
+    for raw_slot, pending in history.pending.items():
         slot, _, attempt = raw_slot.partition("@")
         if slot in steps:
             continue
-        operation = str(record.get("sig", "-"))  # parked steps with a record keep their signature
-        due = record.get("due")
+        # parked steps with a record keep their signature
+        operation = "-" if pending.signature is None else str(pending.signature)
+        due = pending.due
         step = TimelineStep(slot, keys.describe_slot(slot), operation, "waiting", due_at=due)
         if attempt:
             step.operation, step.attempts = _activity_signature(history, slot), int(attempt)
             step.detail = "async activity: waiting for complete/fail"
-        elif "child_id" in record:
-            step.operation, step.detail = "child", f"waiting for child {record['child_id']}"
-            step.child_id = str(record["child_id"])
-        elif record.get("timer"):
-            step.timer = timer_kind(str(record["timer"][1]).rsplit("#", 1)[-1])
+        elif pending.child_id is not None:
+            step.operation, step.detail = "child", f"waiting for child {pending.child_id}"
+            step.child_id = str(pending.child_id)
+        elif pending.timer:
+            step.timer = timer_kind(str(pending.timer[1]).rsplit("#", 1)[-1])
             step.detail = step.timer
         steps[slot] = step
     for slot, operation, status, failed, due, detail in attempt_history.unfinished(history):
@@ -307,8 +309,8 @@ def _add_heartbeats(steps: dict[str, TimelineStep], history: History) -> None:
 def _activity_signature(history: History, slot: str) -> str:
     """``run:<activity>`` of a step parked on an async attempt, when a record names it."""
     for record in history.attempts.get(slot, [])[::-1]:
-        if record.get("sig"):
-            return str(record["sig"])
+        if record.signature:
+            return str(record.signature)
     return "run"
 
 
@@ -319,8 +321,8 @@ def _settle(step: TimelineStep, history: History) -> None:
         parent = history.ops.get(".".join(parts[:depth]))
         if parent is None:
             continue
-        if str(parent.get("sig", "")).startswith("race("):
-            step.status, step.detail = "lost", f"branch {int(parent.get('i', 0)) + 1} won"
+        if parent.signature.startswith("race("):
+            step.status, step.detail = "lost", f"branch {int(parent.index or 0) + 1} won"
         else:
             step.status, step.detail = "abandoned", "its all() failed first"
         step.due_at = None
@@ -362,32 +364,31 @@ def _add_parked_parents(steps: dict[str, TimelineStep], history: History) -> Non
         steps[parked] = step
 
 
-def _committed(slot: str, record: dict[str, Any], history: History, label: str) -> TimelineStep:
-    signature = str(record.get("sig", "?"))
+def _committed(slot: str, record: OpRecord, history: History, label: str) -> TimelineStep:
+    signature = record.signature or "?"
     failed_attempts = history.attempts.get(slot, [])
-    failed_before = (
-        int(failed_attempts[-1].get("n", len(failed_attempts))) if failed_attempts else 0
-    )
-    attempts: int | None = record.get("a")
+    failed_before = failed_attempts[-1].number if failed_attempts else 0
+    attempts: int | None = record.attempt
     if attempts is None and signature.startswith("run:"):
-        err = record.get("err") or {}
+        err = record.error or {}
         attempts = err.get("attempts") or failed_before + 1
-    pending = history.pending.get(slot) or {}
-    step = TimelineStep(slot, label, signature, "ok", attempts=attempts, due_at=pending.get("due"))
-    step.committed_at = record.get("at")
-    if pending.get("child_id") is not None:
-        step.child_id = str(pending["child_id"])
-    if record.get("ok", True) is False:
+    pending = history.pending.get(slot)
+    due = None if pending is None else pending.due
+    step = TimelineStep(slot, label, signature, "ok", attempts=attempts, due_at=due)
+    step.committed_at = record.at
+    if pending is not None and pending.child_id is not None:
+        step.child_id = str(pending.child_id)
+    if not record.ok:
         step.status = "failed"
-        step.error = record.get("err")
+        step.error = record.error
         err = step.error or {}
         step.detail = f"{err.get('type', '')}: {err.get('message', '')}".strip(": ")
     elif signature.startswith("signal:"):
-        step.detail = "received" if "v" in record else "timed out"
-        if "v" in record:
+        step.detail = "received" if record.has_value else "timed out"
+        if record.has_value:
             step.due_at = None  # the deadline did not matter
     elif signature.startswith("race("):
-        step.detail = f"branch {int(record.get('i', 0)) + 1} won"
+        step.detail = f"branch {int(record.index or 0) + 1} won"
     elif failed_attempts:
         step.detail = f"{max(failed_before, (attempts or 1) - 1)} failed attempt(s) before"
     step.detail = attempt_history.with_retry_note(history, slot, step.detail)

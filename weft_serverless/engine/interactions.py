@@ -34,6 +34,7 @@ from .ownership import EngineDeposedError
 from .records import RUNNING, WorkflowState, cut_message
 from .replay import replay
 from .runtime import logger
+from .stored_records import UpdateResponse
 from .update_verdicts import validate
 from .updates import IncomingUpdate
 
@@ -71,7 +72,7 @@ def _apply(rt: Runtime, dispatcher: Dispatcher, workflow_id: str, update: Incomi
     """One attempt at an update: answered before, or applied by a drive of the run here."""
     answered = rt.storage.get(keys.update_response_key(workflow_id, update.update_id))
     if answered is not None:
-        return decode(decode(answered)["v"])
+        return decode(UpdateResponse.from_bytes(answered).value)
     state = _state(rt, workflow_id)
     if state.status != RUNNING:
         raise WorkflowNotRunningError(workflow_id, state.status)

@@ -26,6 +26,7 @@ from .commit import LostCommit, commit, write_claiming
 from .ownership import Fragment
 from .records import PENDING, RUNNING, WorkflowState
 from .runtime import Runtime
+from .stored_records import PendingRecord
 
 
 def new_state(
@@ -193,8 +194,8 @@ def child_start_fragment(
     fragment.add(limit)
     pending_key = keys.pending_key(parent_id, slot)
     fragment.conditions.append(Condition(pending_key, None))
-    pending = {"child_id": child_id, "policy": policy, "sig": signature}
-    fragment.ops.append(Put(pending_key, encode(pending)))
+    pending = PendingRecord(child_id=child_id, policy=policy, signature=signature)
+    fragment.ops.append(Put(pending_key, pending.to_bytes()))
     return fragment
 
 

@@ -38,6 +38,7 @@ from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
 from .schedules import firing as schedule_firing
+from .stored_records import TimerRecord
 from .telemetry import skip_unsupported
 from .timers import firing_order, timer_value
 
@@ -76,13 +77,13 @@ def fire_due_timers(
     for sort, partition, value in _earliest_due(rt, now, budget.max_timers, report):
         seen += 1
         try:
-            timer = decode_record(value, f"timer {sort!r} in {partition!r}")
+            timer = TimerRecord.from_map(decode_record(value, f"timer {sort!r} in {partition!r}"))
         except UnsupportedSchemaVersionError as exc:
             skip_unsupported(rt.metrics, exc)
             continue
-        entry = (Key(partition, sort), keys.timer_due_of(sort), timer["kind"])
-        due.setdefault(timer["wf"], []).append(entry)
-        backoffs[entry[0]] = timer.get("n", 0)
+        entry = (Key(partition, sort), keys.timer_due_of(sort), timer.kind)
+        due.setdefault(timer.workflow_id, []).append(entry)
+        backoffs[entry[0]] = timer.retained
     if seen >= budget.max_timers:
         report.cut_short = True
     retained: list[tuple[Key, str, str, int]] = []

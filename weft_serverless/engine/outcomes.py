@@ -16,6 +16,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage.base import Condition, Op
 
 from .records import error_record
+from .stored_records import OpRecord
 
 
 @dataclass(slots=True)
@@ -29,7 +30,7 @@ class Outcome:
 @dataclass(slots=True)
 class Done:
     outcome: Outcome
-    record: dict[str, Any]
+    record: OpRecord
     conditions: list[Condition] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     after_commit: list[Callable[[], None]] = field(default_factory=list)

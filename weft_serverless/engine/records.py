@@ -23,6 +23,7 @@ from weft_serverless.storage.base import Op, Put, Storage
 
 from . import run_head
 from .slot_table import SlotTable
+from .stored_records import AttemptRecord, OpRecord, PendingRecord, SignalRecord
 
 RUNNING = "running"
 PENDING = "pending"
@@ -132,19 +133,6 @@ def cut_message(message: str) -> str:
 
 ATTEMPT_HISTORY = 10
 """Failed attempts kept per step (the newest); older retry records are deleted as new ones land."""
-MAX_ATTEMPT_MESSAGE = 1024
-
-
-def attempt_failure(
-    number: int, error_type: str, message: str, at: float, **optional: Any
-) -> dict[str, Any]:
-    """The stored facts of one failed attempt (a retry record carries them with its timer);
-    ``optional`` fields (its traceback ``tb``, its start ``s``) are kept when not None."""
-    if len(message) > MAX_ATTEMPT_MESSAGE:
-        extra = len(message) - MAX_ATTEMPT_MESSAGE
-        message = message[:MAX_ATTEMPT_MESSAGE] + f"... [{extra} more characters]"
-    failure = {"n": number, "type": error_type[:256], "message": message, "at": at}
-    return failure | {name: value for name, value in optional.items() if value is not None}
 
 
 def error_record(kind: str, error_type: str, message: str, **fields: Any) -> dict[str, Any]:
@@ -157,12 +145,12 @@ class History:
 
     state: WorkflowState
     state_bytes: bytes
-    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ops: dict[str, OpRecord] = field(default_factory=dict)
     # Indexed by step scope: a finishing step finds what it left without walking history.
-    pending: SlotTable[dict[str, Any]] = field(default_factory=SlotTable)
-    attempts: SlotTable[list[dict[str, Any]]] = field(default_factory=SlotTable)
+    pending: SlotTable[PendingRecord] = field(default_factory=SlotTable)
+    attempts: SlotTable[list[AttemptRecord]] = field(default_factory=SlotTable)
     # Buffered signals by name, oldest first: a deque, as steps consume them from the front.
-    signals: dict[str, deque[tuple[str, bytes, dict[str, Any]]]] = field(default_factory=dict)
+    signals: dict[str, deque[tuple[str, bytes, SignalRecord]]] = field(default_factory=dict)
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The stored step, update and version records: what replay to the park point rebuilds.
     replayed: dict[str, bytes] = field(default_factory=dict)
@@ -311,14 +299,14 @@ _DECODED_FAMILIES = frozenset(
 def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: Any) -> None:
     """Put one decoded partition record where the driver looks for it."""
     if family == _OP:
-        h.ops[rest] = record
+        h.ops[rest] = OpRecord.from_map(record)
     elif family == _PENDING:
-        h.pending[rest] = record
+        h.pending[rest] = PendingRecord.from_map(record)
     elif family == _ATTEMPT:
-        h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(record)
+        h.attempts.setdefault(rest.rsplit("#", 1)[0], []).append(AttemptRecord.from_map(record))
     elif family == _SIGNAL:
         name = keys.dec(rest.split("#", 1)[0])
-        h.signals.setdefault(name, deque()).append((sort, value, record))
+        h.signals.setdefault(name, deque()).append((sort, value, SignalRecord.from_map(record)))
     elif family == _CHILD:
         h.children[rest] = record
     elif family == _VERSION:

@@ -73,9 +73,13 @@ def replay_view(engine: Engine, workflow_id: str) -> ReplayView:
     history = load_history(rt.storage, workflow_id)
     if history is None:
         raise WorkflowNotFoundError(workflow_id)
-    outputs = {slot: decode(record["v"]) for slot, record in history.ops.items() if "v" in record}
+    outputs = {
+        slot: decode(record.value)
+        for slot, record in history.ops.items()
+        if record.value is not None
+    }
     buffered = sorted(
-        (sort, name, decode(signal["v"]) if "v" in signal else None)
+        (sort, name, None if signal.value is None else decode(signal.value))
         for name, queue in history.signals.items()
         for sort, _, signal in queue
     )

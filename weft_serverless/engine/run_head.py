@@ -30,10 +30,11 @@ from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.errors import StorageError
 from weft_serverless.storage import keys
 
-FENCE_EPOCH = "fe"
-"""The epoch an op record was committed on, stamped in records committed on a head."""
-TOMBSTONE = "tomb"
-REFERENCE = "ref"
+from .stored_records import FENCE_EPOCH as FENCE_EPOCH
+from .stored_records import REFERENCE as REFERENCE
+from .stored_records import TOMBSTONE as TOMBSTONE
+from .stored_records import OpRecord
+
 INLINE = 900
 """The largest op record a head carries inline: with the head's own fields it stays within
 one write unit. A larger record is put first as a blob, and the head carries a reference."""
@@ -73,15 +74,15 @@ def fresh_head(epoch: int) -> bytes:
 def reference(record: bytes, epoch: int) -> tuple[str, bytes]:
     """The digest a large record is stored under, and the small op record naming it."""
     digest = hashlib.sha256(record).hexdigest()[:32]
-    return digest, encode({REFERENCE: digest, FENCE_EPOCH: epoch})
+    return digest, OpRecord(reference=digest, fence_epoch=epoch).to_bytes()
 
 
-def resolve(ops: dict[str, dict[str, Any]], blobs: dict[str, bytes], what: str) -> None:
+def resolve(ops: dict[str, OpRecord], blobs: dict[str, bytes], what: str) -> None:
     """Replace each op record that names a blob by the record the blob holds. The blob was
     put before the head that committed its reference, so it is there; an orphan blob (its
     head never landed) is named by nothing."""
     for slot, record in ops.items():
-        digest = record.get(REFERENCE)
+        digest = record.reference
         if digest is None:
             continue
         blob = blobs.get(f"{slot}#{digest}")
@@ -90,11 +91,11 @@ def resolve(ops: dict[str, dict[str, Any]], blobs: dict[str, bytes], what: str) 
                 f"step {slot} of {what} names a record that is not stored; the store was "
                 "changed outside the engine (restore it from a backup)"
             )
-        ops[slot] = decode_record(blob, f"step {slot} of {what}")
+        ops[slot] = OpRecord.from_map(decode_record(blob, f"step {slot} of {what}"))
 
 
 def tombstone(epoch: int) -> bytes:
-    return encode({TOMBSTONE: True, FENCE_EPOCH: epoch})
+    return OpRecord(tombstone=True, fence_epoch=epoch).to_bytes()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,19 +109,19 @@ class Unwritten:
 
     @property
     def epoch(self) -> int:
-        return int(decode(self.record).get(FENCE_EPOCH, 0))
+        return int(OpRecord.from_map(decode(self.record)).fence_epoch or 0)
 
 
-def is_void(record: dict[str, Any], floor: int) -> bool:
+def is_void(record: OpRecord, floor: int) -> bool:
     """A tombstone, or a record written out by an owner of an earlier run of this id."""
-    if record.get(TOMBSTONE):
+    if record.tombstone:
         return True
-    stamped = record.get(FENCE_EPOCH)
+    stamped = record.fence_epoch
     return stamped is not None and int(stamped) < floor
 
 
 def settle(
-    head_bytes: bytes, ops: dict[str, dict[str, Any]], replayed: dict[str, bytes]
+    head_bytes: bytes, ops: dict[str, OpRecord], replayed: dict[str, bytes]
 ) -> tuple[dict[str, bytes], Unwritten | None]:
     """Apply the reader rule to a partition's op records (``ops`` by slot, their bytes in
     ``replayed`` by sort key); returns the void items' bytes by slot, and the inline step
@@ -132,9 +133,9 @@ def settle(
         void[slot] = replayed.pop(keys.OP_PREFIX + slot)
     if head.slot is None or head.record is None:
         return void, None
-    record = decode(head.record)
+    record = OpRecord.from_map(decode(head.record))
     shadow = void.get(head.slot)
-    if shadow is not None and _outranks(decode(shadow), record):
+    if shadow is not None and _outranks(OpRecord.from_map(decode(shadow)), record):
         return void, None  # forgotten by a retry after this head's step was committed
     sort = keys.OP_PREFIX + head.slot
     stored = replayed.get(sort)
@@ -145,7 +146,5 @@ def settle(
     return void, Unwritten(head.slot, head.record, stored if stored is not None else shadow)
 
 
-def _outranks(tomb: dict[str, Any], record: dict[str, Any]) -> bool:
-    return bool(tomb.get(TOMBSTONE)) and int(tomb.get(FENCE_EPOCH, 0)) > int(
-        record.get(FENCE_EPOCH, 0)
-    )
+def _outranks(tomb: OpRecord, record: OpRecord) -> bool:
+    return tomb.tombstone and int(tomb.fence_epoch or 0) > int(record.fence_epoch or 0)

@@ -23,6 +23,7 @@ from .commit import write
 from .config import check_dedup_id, check_name
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
+from .stored_records import SignalRecord
 
 _sequence = itertools.count()
 _process_tag = uuid.uuid4().hex[:6]
@@ -39,9 +40,9 @@ def delivery_ops(
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"
     timer = timers.timer_key(timers.SIGNAL, workflow_id, now, seq)
-    record = {"v": encoded, "id": signal_id, "at": now, "timer": timers.timer_ref(timer)}
+    record = SignalRecord(encoded, signal_id, now, timers.timer_ref(timer))
     ops: list[Op] = [
-        Put(keys.signal_key(workflow_id, name, seq), encode(record)),
+        Put(keys.signal_key(workflow_id, name, seq), record.to_bytes()),
         Put(timer, timers.timer_value(workflow_id, timers.SIGNAL)),
     ]
     if signal_id is not None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
-from weft_serverless.codec import encode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
 
 from .records import History
+from .stored_records import AttemptRecord, PendingRecord, TimerRecord
 
 Scope = Literal["run", "step", "event"]
 """How a kind is armed, which decides its tag.
@@ -208,9 +208,7 @@ def timer_key(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -
 def timer_value(workflow_id: str, kind: TimerKind | str, *, retained: int = 0) -> bytes:
     """A timer's value; ``retained`` counts the passes that had to leave it (its backoff)."""
     name = kind if isinstance(kind, str) else kind.name
-    if retained:
-        return encode({"wf": workflow_id, "kind": name, "n": retained})
-    return encode({"wf": workflow_id, "kind": name})
+    return TimerRecord(workflow_id, name, retained).to_bytes()
 
 
 def arm(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -> Put:
@@ -242,9 +240,8 @@ def stale_timer_deletes(history: History, slot: str, now: float) -> list[Op]:
     return ops
 
 
-def _future_timer(record: dict[str, Any], now: float) -> list[Op]:
-    ref = record.get("timer")
-    due = record.get("due")
+def _future_timer(record: PendingRecord | AttemptRecord, now: float) -> list[Op]:
+    ref, due = record.timer, record.due
     if not ref or due is None or keys.is_due(now, due):
         return []
     return [Delete(Key(ref[0], ref[1]))]

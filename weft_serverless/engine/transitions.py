@@ -20,6 +20,7 @@ from . import concurrency, event_log, finalizers, outbox, timers, visibility, wa
 from .commit import commit
 from .records import TERMINAL, History, WorkflowState
 from .runtime import Runtime
+from .stored_records import PendingRecord
 
 
 def move(
@@ -171,12 +172,12 @@ def _result_apart_if_too_big(rt: Runtime, new: WorkflowState, ops: list[Op]) -> 
     return [Put(state_put.key, new.to_bytes()), Put(keys.result_key(new.id), result), *ops[1:]]
 
 
-def open_children(pending: Mapping[str, dict[str, Any]], finished: Container[str]) -> list[str]:
+def open_children(pending: Mapping[str, PendingRecord], finished: Container[str]) -> list[str]:
     """Children a run must cancel when it ends (parent close policies): awaited ones that
     have not finished, and request-cancel ones. ``pending`` and ``finished`` are keyed by slot."""
     found = []
     for slot, record in pending.items():
-        child_id, policy = record.get("child_id"), record.get("policy", "await")
+        child_id, policy = record.child_id, record.policy or "await"
         if child_id is None or policy == "abandon":
             continue
         if policy == "await" and slot in finished:

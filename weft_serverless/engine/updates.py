@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.codec import decode, decode_record
 from weft_serverless.commands import All, Command, Race, WaitUntil
 from weft_serverless.context import WorkflowContext
 from weft_serverless.errors import (
@@ -29,6 +29,7 @@ from . import wakeups
 from .commit import commit
 from .records import History
 from .runtime import Runtime
+from .stored_records import UpdateRecord, UpdateResponse
 from .timers import timer_ref
 from .update_verdicts import validate
 
@@ -45,13 +46,14 @@ class IncomingUpdate:
 def replay_applied(ctx: WorkflowContext, history: History, slot: str) -> None:
     """Re-apply the updates recorded while the workflow was parked at ``slot``."""
     for stored in history.updates_applied.get(slot, ()):
-        record = decode_record(stored, f"an update applied to workflow {ctx.workflow_id!r}")
-        entry = ctx.update_handlers.get(record["name"])
+        raw = decode_record(stored, f"an update applied to workflow {ctx.workflow_id!r}")
+        record = UpdateRecord.from_map(raw)
+        entry = ctx.update_handlers.get(record.name)
         if entry is None:
             raise NondeterminismError(
-                keys.describe_slot(slot), f"update:{record['name']}", "no such update handler"
+                keys.describe_slot(slot), f"update:{record.name}", "no such update handler"
             )
-        entry[0](decode(record["payload"]))
+        entry[0](decode(record.payload))
 
 
 def apply_incoming(
@@ -86,12 +88,10 @@ def apply_incoming(
     now = rt.now()
     applied_key = keys.update_applied_key(ctx.workflow_id, slot, len(applied))
     response_key = keys.update_response_key(ctx.workflow_id, update.update_id)
-    record = encode(
-        {"id": update.update_id, "name": update.name, "payload": update.payload, "at": now}
-    )
+    record = UpdateRecord(update.update_id, update.name, update.payload, now).to_bytes()
     ops: list[Op] = [
         Put(applied_key, record),
-        Put(response_key, encode({"v": encoded, "name": update.name, "at": now})),
+        Put(response_key, UpdateResponse(encoded, update.name, now).to_bytes()),
     ]
     # An update that lets the run move on keeps a wake-up with it until the run parks again;
     # one that leaves it parked needs none (and then costs no disarm write).

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
 from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head, is_void
+from weft_serverless.engine.stored_records import OpRecord
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Op, Put
 from weft_serverless.testing.sim_records import JournalEntry
@@ -120,7 +121,7 @@ class StepLedger:
         head = self.head.get(wf)
         if head is None:
             return  # no run holds the id (purged): the next run's floor is above this stamp
-        if isinstance(record, dict) and is_void(record, head.floor):
+        if isinstance(record, dict) and is_void(OpRecord.from_map(record), head.floor):
             return
         self.deposed.append(f"{where}: written out but never committed")
 

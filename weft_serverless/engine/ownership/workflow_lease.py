@@ -22,7 +22,8 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
 
 from ..records import RUNNING, SUSPENDED, TERMINAL, History, WorkflowState
-from ..run_head import FENCE_EPOCH, Head, Unwritten
+from ..run_head import Head, Unwritten
+from ..stored_records import OpRecord
 from ..telemetry import warn
 from .base import (
     HEAD_LAYOUT,
@@ -346,5 +347,5 @@ WRITE_OUT_ATTEMPTS = 3
 def _newer(found: bytes, step: Unwritten) -> bool:
     """The slot holds a record or tombstone stamped after the step: the step was forgotten
     (a retry) and, perhaps, committed again since; either way it is not ours to write."""
-    stamped = decode(found).get(FENCE_EPOCH)
+    stamped = OpRecord.from_map(decode(found)).fence_epoch
     return stamped is not None and int(stamped) > step.epoch

@@ -12,6 +12,7 @@ count from there) while its attempts are numbered on after the last (``attempt_h
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from dataclasses import dataclass, field
@@ -32,8 +33,9 @@ from weft_serverless.workflow import ActivityDefinition
 from .. import attempt_history, event_log, outbox, timers
 from ..commit import commit
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
-from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
+from ..records import ATTEMPT_HISTORY, error_record
 from ..runtime import Runtime, logger
+from ..stored_records import AttemptRecord, OpRecord, PendingRecord
 from . import heartbeats
 from .attempt import (
     OUT_OF_TIME,
@@ -110,16 +112,16 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     activity = rt.activity(scope.definition, cmd.activity)
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
-    attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
+    attempts: list[AttemptRecord] = scope.history.attempts.get(slot, [])
     base = attempt_history.base(scope.history, slot) if scope.history.retries else 0
     if base:  # this round's records only: a retry of the run gave the step a fresh start
-        attempts = [record for record in attempts if int(record["n"]) > base]
+        attempts = [record for record in attempts if record.number > base]
     now = rt.now()
-    if attempts and not keys.is_due(now, attempts[-1]["due"]):
+    if attempts and not keys.is_due(now, attempts[-1].due or 0.0):
         return None
-    number = int(attempts[-1]["n"]) + 1 if attempts else base + 1
-    first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else now
-    previous = attempts[-1].get("hb") if attempts else None
+    number = attempts[-1].number + 1 if attempts else base + 1
+    first = float(_step_first_at(attempts[0])) if attempts else now
+    previous = attempts[-1].heartbeat if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
     s2c = cmd.schedule_to_close
@@ -170,7 +172,7 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
     cleanup = [Delete(keys.heartbeat_key(workflow_id, slot))] if stale_beat else []
     if verdict.ok:
         value = decode(verdict.value) if verdict.value is not None else None
-        done = scope.finish(slot, Outcome(value), {"v": verdict.value, "a": number})
+        done = scope.finish(slot, Outcome(value), OpRecord.activity_result(verdict.value, number))
         done.cleanup.extend(cleanup)
         return done
     retries = verdict.retryable and number - ready.base < cmd.retry.max_attempts
@@ -179,21 +181,19 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
     if due is not None and budget_end is not None and due > budget_end:
         verdict = _out_of_budget(ready, f"retry {number + 1} would start after it", verdict)
         due = None
-    failure = attempt_failure(
+    failure = AttemptRecord.failed(
         number,
         verdict.error_type,
         verdict.message,
         rt.now(),
-        tb=verdict.traceback,
-        s=None if ready.result is not None else ready.prepared_at,
+        traceback=verdict.traceback,
+        started_at=None if ready.result is not None else ready.prepared_at,
     )
     _log_failed_attempt(scope, cmd, slot, failure, due)
     if due is not None:
         rt.metrics.activity_retries += 1
-        failure["first"] = ready.first
         beat = ready.context.latest_heartbeat or ready.previous_hb
-        if beat is not None:
-            failure["hb"] = beat
+        failure = dataclasses.replace(failure, first_at=ready.first, heartbeat=beat)
         stored = scope.park(
             keys.attempt_key(workflow_id, slot, number),
             failure,
@@ -209,7 +209,10 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
                 *outbox.item(
                     rt,
                     event_log.attempt_failed_event(
-                        scope.history.state, slot, cmd.activity, {**failure, "due": due}
+                        scope.history.state,
+                        slot,
+                        cmd.activity,
+                        dataclasses.replace(failure, due=due),
                     ),
                 ),
             ],
@@ -221,13 +224,20 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
     fields: dict[str, Any] = {"activity": cmd.activity, "attempts": number}
     if verdict.timeout is not None:
         fields["timeout"] = verdict.timeout
-    for name in ("tb", "s"):  # its traceback and start, as a retry record keeps them
-        if name in failure:
-            fields[name] = failure[name]
+    # its traceback and start, as a retry record keeps them
+    for name, kept in (("tb", failure.traceback), ("s", failure.started_at)):
+        if kept is not None:
+            fields[name] = kept
     err = error_record("activity", verdict.error_type, verdict.message, **fields)
-    done = scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+    done = scope.finish(slot, Outcome(error=error_from_record(err)), OpRecord(ok=False, error=err))
     done.cleanup.extend(cleanup)
     return done
+
+
+def _step_first_at(record: AttemptRecord) -> float:
+    """When the step's first attempt was prepared (a record from before that was kept: its
+    own failure time)."""
+    return record.at if record.first_at is None else record.first_at
 
 
 def _out_of_budget(ready: Ready, why: str, last: AttemptResult | None = None) -> AttemptResult:
@@ -250,7 +260,7 @@ def _out_of_budget(ready: Ready, why: str, last: AttemptResult | None = None) ->
 
 
 def _log_failed_attempt(
-    scope: StepScope, cmd: Run, slot: str, failure: dict[str, Any], due: float | None
+    scope: StepScope, cmd: Run, slot: str, failure: AttemptRecord, due: float | None
 ) -> None:
     """One structured WARNING per failed attempt, whether or not it will be retried."""
     step = keys.describe_slot(slot)
@@ -263,19 +273,19 @@ def _log_failed_attempt(
         "workflow %s: activity %r failed on attempt %d at step %s: %s: %s (%s)",
         scope.workflow_id,
         cmd.activity,
-        failure["n"],
+        failure.number,
         step,
-        failure["type"],
-        failure["message"],
+        failure.error_type,
+        failure.message,
         then,
         extra={
             "workflow_id": scope.workflow_id,
             "workflow_type": scope.definition.name,
             "step": step,
             "activity": cmd.activity,
-            "attempt": failure["n"],
-            "error_type": failure["type"],
-            "error_message": failure["message"],
+            "attempt": failure.number,
+            "error_type": failure.error_type,
+            "error_message": failure.message,
             "next_retry_at": due,
         },
     )
@@ -305,9 +315,9 @@ def _park_async(scope: StepScope, slot: str, number: int, failures: list[BaseExc
     recorded as the activity failing.
     """
     key = keys.pending_key(scope.workflow_id, f"{slot}@{number}")
-    record = {"async": number, "at": scope.rt.now()}
+    record = PendingRecord(async_attempt=number, at=scope.rt.now())
     try:
-        scope.commit_parking([Condition(key, None)], [Put(key, encode(record))])
+        scope.commit_parking([Condition(key, None)], [Put(key, record.to_bytes())])
     except Exception as exc:
         failures.append(exc)
         raise
@@ -354,7 +364,8 @@ def _reconcile_or_mark_started(
             data = rt.encode_payload(verdict.result, f"verified result of {cmd.activity!r}")
         except (CodecError, PayloadTooLargeError) as exc:
             raise ActivityReconciliationError(str(exc)) from None
-        return scope.finish(slot, Outcome(decode(data)), {"v": data, "reconciled": True})
+        verified = OpRecord.holding(data, reconciled=True)
+        return scope.finish(slot, Outcome(decode(data)), verified)
     err = error_record(
         "activity",
         "ActivityResultUnavailable",
@@ -362,4 +373,4 @@ def _reconcile_or_mark_started(
         activity=cmd.activity,
         attempts=1,
     )
-    return scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+    return scope.finish(slot, Outcome(error=error_from_record(err)), OpRecord(ok=False, error=err))

@@ -19,6 +19,7 @@ from ..commit import LostCommit, decode_value
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
 from ..ownership import Fragment
 from ..records import error_record
+from ..stored_records import OpRecord, PendingRecord
 from .scope import StepScope
 
 
@@ -27,7 +28,8 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
     result = history.children.get(slot)
     if result is not None:
         if result["status"] == "completed":
-            return Done(Outcome(decode_value(result)), {"v": result.get("v")})
+            record = OpRecord.holding(result.get("v"))
+            return Done(Outcome(decode_value(record)), record)
         err = error_record(
             "child",
             result.get("type", ""),
@@ -35,7 +37,7 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
             child_id=result["child_id"],
             status=result["status"],
         )
-        return Done(Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+        return Done(Outcome(error=error_from_record(err)), OpRecord(ok=False, error=err))
     if slot in history.pending:
         return None
     try:
@@ -86,7 +88,7 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
     except WorkflowAlreadyExistsError as exc:
         return _not_started(child_id, exc)
     wakeups.disarmed(history)
-    history.pending[slot] = {"child_id": child_id, "policy": "await"}
+    history.pending[slot] = PendingRecord(child_id=child_id, policy="await")
     scope.enqueue(child_id)
     return None
 
@@ -103,14 +105,14 @@ def _started(
         return _not_started(child_id, fragment)
     return Done(
         Outcome(child_id),
-        {"v": encode(child_id)},
+        OpRecord.holding(encode(child_id)),
         conditions=fragment.conditions,
         ops=fragment.ops,
         after_commit=[
             lambda: scope.rt.fence.claim_landed(child_id),
             lambda: scope.rt.parked.discard(child_id),
             lambda: scope.history.pending.__setitem__(
-                slot, {"child_id": child_id, "policy": cmd.parent_close_policy}
+                slot, PendingRecord(child_id=child_id, policy=cmd.parent_close_policy)
             ),
             lambda: scope.enqueue(child_id),
         ],
@@ -119,4 +121,4 @@ def _started(
 
 def _not_started(child_id: str, error: WeftError) -> Done:
     err = error_record("child", error.code, str(error), child_id=child_id, status="not-started")
-    return Done(Outcome(error=error_from_record(err)), {"ok": False, "err": err})
+    return Done(Outcome(error=error_from_record(err)), OpRecord(ok=False, error=err))

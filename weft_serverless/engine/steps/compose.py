@@ -4,13 +4,12 @@ and the composites nested in it are carried out as one fan-out (``fan_out``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from weft_serverless.commands import All, Race
 from weft_serverless.storage import keys
 
 from ..commit import decode_value
 from ..outcomes import Done, Outcome
+from ..stored_records import OpRecord
 from .fan_out import Tree
 from .scope import StepScope
 
@@ -30,7 +29,7 @@ def race(scope: StepScope, cmd: Race, slot: str) -> Done | None:
     return Tree(scope).carry_out(cmd, slot)
 
 
-def replay_all(scope: StepScope, cmd: All, slot: str, record: dict[str, Any]) -> Outcome:
+def replay_all(scope: StepScope, cmd: All, slot: str, record: OpRecord) -> Outcome:
     """Each branch's value from its own sub-slot record."""
     values = []
     for index, branch in enumerate(cmd.commands):
@@ -39,5 +38,5 @@ def replay_all(scope: StepScope, cmd: All, slot: str, record: dict[str, Any]) ->
     return Outcome(values)
 
 
-def replay_race(scope: StepScope, cmd: Race, slot: str, record: dict[str, Any]) -> Outcome:
-    return Outcome((record["i"], decode_value(record)))
+def replay_race(scope: StepScope, cmd: Race, slot: str, record: OpRecord) -> Outcome:
+    return Outcome((record.index, decode_value(record)))

@@ -21,6 +21,7 @@ from weft_serverless.commands import All, Command, Race, Run, Sleep
 from weft_serverless.storage import keys
 
 from ..outcomes import Done, Outcome, error_to_record
+from ..stored_records import OpRecord
 from .scope import StepScope
 from .together import Branch, Group, run_together
 
@@ -82,7 +83,7 @@ class AllNode(Node):
         self.outcomes[index] = outcome
         if outcome.error is not None:
             err = error_to_record(outcome.error)
-            self.decide(self.tree.scope.finish(self.slot, outcome, {"ok": False, "err": err}))
+            self.decide(self.tree.scope.finish(self.slot, outcome, OpRecord(ok=False, error=err)))
         elif self.whole:
             self.walked()
 
@@ -90,7 +91,8 @@ class AllNode(Node):
         self.whole = True
         if self.done is None and len(self.outcomes) == len(self.all.commands):
             values = [self.outcomes[index].value for index in range(len(self.all.commands))]
-            self.decide(self.tree.scope.finish(self.slot, Outcome(values), {"n": len(values)}))
+            record = OpRecord(count=len(values))
+            self.decide(self.tree.scope.finish(self.slot, Outcome(values), record))
 
 
 class RaceNode(Node):
@@ -98,10 +100,10 @@ class RaceNode(Node):
 
     def branch_done(self, index: int, done: Done) -> None:
         if done.outcome.error is not None:
-            record = {"ok": False, "i": index, "err": error_to_record(done.outcome.error)}
+            record = OpRecord(ok=False, index=index, error=error_to_record(done.outcome.error))
             outcome = done.outcome
         else:
-            record = {"i": index, "v": encode(done.outcome.value)}
+            record = OpRecord.holding(encode(done.outcome.value), index=index)
             outcome = Outcome((index, done.outcome.value))
         extra = {
             "conditions": done.conditions,
@@ -176,7 +178,8 @@ class Tree:
         if done is not None:
             node.branch_done(index, done)
             return
-        due = (scope.history.pending.get(sub) or {}).get("due")
+        pending = scope.history.pending.get(sub)
+        due = None if pending is None else pending.due
         if isinstance(node, RaceNode) and isinstance(branch, Sleep) and due is not None:
             self.sleeps.append((node, index, sub, float(due)))
 

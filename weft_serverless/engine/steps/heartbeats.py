@@ -23,6 +23,7 @@ from ..commit import LostCommit, commit
 from ..ownership import EngineDeposedError
 from ..records import RUNNING, History, WorkflowState
 from ..runtime import Runtime, logger
+from ..stored_records import AttemptRecord
 from .attempt import Attempt
 
 STORE_EVERY = 5.0
@@ -78,12 +79,13 @@ class Heartbeats:
         rt.metrics.incr("heartbeats_stored")
 
 
-def previous_details(history: History, slot: str, attempts: list[dict[str, Any]]) -> Any:
+def previous_details(history: History, slot: str, attempts: list[AttemptRecord]) -> Any:
     """The newest details an earlier attempt of ``slot`` heartbeat: from its retry record,
     or the stored heartbeat when a later attempt stored one before a crash cut it."""
     found: tuple[int, bytes] | None = None
-    if attempts and attempts[-1].get("hb") is not None:
-        found = (int(attempts[-1]["n"]), attempts[-1]["hb"])
+    beat = attempts[-1].heartbeat if attempts else None
+    if beat is not None:
+        found = (attempts[-1].number, beat)
     stored = history.heartbeats.get(slot)
     if stored is not None and (found is None or int(stored["n"]) > found[0]):
         found = (int(stored["n"]), stored["d"])

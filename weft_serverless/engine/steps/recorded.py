@@ -6,6 +6,7 @@ from weft_serverless.codec import decode
 from weft_serverless.commands import Record
 
 from ..outcomes import Done, Outcome, RaiseAtYield
+from ..stored_records import OpRecord
 from .scope import StepScope
 
 
@@ -15,4 +16,4 @@ def record(scope: StepScope, cmd: Record, slot: str) -> Done | None:
         data = scope.rt.encode_payload(value, f"value of {cmd.name}")
     except Exception as exc:
         raise RaiseAtYield(exc) from None
-    return Done(Outcome(decode(data)), {"v": data})
+    return Done(Outcome(decode(data)), OpRecord.holding(data))

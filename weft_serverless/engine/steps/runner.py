@@ -31,12 +31,13 @@ from weft_serverless.commands import (
 
 from ..commit import decode_value
 from ..outcomes import Done, Outcome, error_from_record
+from ..stored_records import OpRecord
 from . import activities, children, compose, recorded, slotless, upserts, waits
 from .scope import StepScope
 
 T = TypeVar("T")
 Handler = Callable[[StepScope, Any, str], Done | None]
-Replayer = Callable[[StepScope, Any, str, dict[str, Any]], Outcome]
+Replayer = Callable[[StepScope, Any, str, OpRecord], Outcome]
 Answer = Callable[[StepScope, Any], Outcome | None]
 
 
@@ -76,10 +77,10 @@ REPLAYERS: dict[type[Command[Any]], Replayer] = {
 class StepRunner(StepScope):
     """Advances commands of one workflow drive against its loaded history."""
 
-    def replay(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> Outcome:
+    def replay(self, cmd: Command[Any], slot: str, record: OpRecord) -> Outcome:
         self.check_signature(cmd, slot, record)
-        if not record.get("ok", True):
-            return Outcome(error=error_from_record(record["err"]))
+        if not record.ok:
+            return Outcome(error=error_from_record(record.error or {}))
         replayer = lookup(REPLAYERS, cmd)
         if replayer is not None:
             return replayer(self, cmd, slot, record)

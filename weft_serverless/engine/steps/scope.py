@@ -11,9 +11,8 @@ from __future__ import annotations
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from weft_serverless.codec import encode
 from weft_serverless.commands import Command
 from weft_serverless.errors import NondeterminismError
 from weft_serverless.storage import keys
@@ -26,6 +25,9 @@ from ..commit import commit, commit_cleanup, commit_record
 from ..outcomes import Done, Outcome
 from ..records import History
 from ..runtime import Runtime, logger
+from ..stored_records import AttemptRecord, OpRecord, PendingRecord
+
+Parkable = TypeVar("Parkable", PendingRecord, AttemptRecord)
 
 _deferrals = itertools.count()
 
@@ -62,7 +64,7 @@ class StepScope(ABC):
         """Carry the command on as far as it can go now (``None``: parked)."""
 
     @abstractmethod
-    def replay(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> Outcome:
+    def replay(self, cmd: Command[Any], slot: str, record: OpRecord) -> Outcome:
         """The outcome a recorded step gives back, without re-running anything."""
 
     def begin(self, cmd: Command[Any], slot: str) -> None:
@@ -73,8 +75,8 @@ class StepScope(ABC):
         self.check_parked_signature(cmd, slot)
         self.signature, self.slot = cmd.signature(), slot
 
-    def check_signature(self, cmd: Command[Any], slot: str, record: dict[str, Any]) -> None:
-        stored, current = record.get("sig", ""), cmd.signature()
+    def check_signature(self, cmd: Command[Any], slot: str, record: OpRecord) -> None:
+        stored, current = record.signature, cmd.signature()
         if stored != current:
             raise NondeterminismError(keys.describe_slot(slot), stored, current)
 
@@ -82,19 +84,18 @@ class StepScope(ABC):
         """A step parked on a pending record must be resumed by the same operation."""
         attempts = self.history.attempts.get(slot)
         for record in (self.history.pending.get(slot), attempts[-1] if attempts else None):
-            stored = (record or {}).get("sig")
+            stored = None if record is None else record.signature
             if stored and stored != cmd.signature():
                 raise NondeterminismError(keys.describe_slot(slot), stored, cmd.signature())
 
     def commit_done(self, cmd: Command[Any], slot: str, done: Done) -> None:
         """Write a finished step's op record together with its effects."""
         history_limit.check(self.history, self.definition)
-        record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
+        # retries: its event id stays apart from the records a retry set aside
         retries = self.history.state.extra.get(RETRIES_FIELD)
-        if retries:  # its event id stays apart from the records a retry set aside
-            record["r"] = retries
+        record = done.record.committed(cmd.signature(), self.rt.now(), retries, None)
         expected = self.history.void_ops.get(slot)  # a tombstone or a void item, or nothing
-        ops, left = commit_record(
+        record, ops, left = commit_record(
             self.rt,
             self.workflow_id,
             slot,
@@ -116,20 +117,20 @@ class StepScope(ABC):
     def park(
         self,
         record_key: Key,
-        record: dict[str, Any],
+        record: Parkable,
         due: float,
         kind: timers.TimerKind,
         suffix: str,
         also: Sequence[Op] = (),
-    ) -> dict[str, Any]:
+    ) -> Parkable:
         """Commit a pending fact together with the timer that will wake the workflow (and
         ``also``, in the same batch)."""
         timer = timers.timer_key(kind, self.workflow_id, due, suffix)
-        stored = {**record, "sig": self.signature, "due": due, "timer": timers.timer_ref(timer)}
+        stored = record.parked(self.signature, due, timers.timer_ref(timer))
         self.commit_parking(
             [Condition(record_key, None)],
             [
-                Put(record_key, encode(stored)),
+                Put(record_key, stored.to_bytes()),
                 Put(timer, timers.timer_value(self.workflow_id, kind.name)),
                 *also,
             ],
@@ -141,7 +142,7 @@ class StepScope(ABC):
         commit(self.rt, self.workflow_id, conditions, ops + wakeups.disarm(self.history))
         wakeups.disarmed(self.history)
 
-    def finish(self, slot: str, outcome: Outcome, record: dict[str, Any], **extra: Any) -> Done:
+    def finish(self, slot: str, outcome: Outcome, record: OpRecord, **extra: Any) -> Done:
         done = Done(outcome, record, **extra)
         if self.history.pending or self.history.attempts:  # else nothing can be stale
             done.cleanup.extend(timers.stale_timer_deletes(self.history, slot, self.rt.now()))

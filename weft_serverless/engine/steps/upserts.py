@@ -18,6 +18,7 @@ from weft_serverless.storage.base import Condition, Put
 
 from .. import visibility
 from ..outcomes import Done, Outcome, RaiseAtYield
+from ..stored_records import OpRecord
 from .scope import StepScope
 
 
@@ -39,7 +40,7 @@ def upsert(scope: StepScope, cmd: UpsertSearchAttributes, slot: str) -> Done:
 
     return Done(
         Outcome(None),
-        {"v": encode(None)},
+        OpRecord.holding(encode(None)),
         conditions=[Condition(key, history.state_bytes)],
         ops=[Put(key, new_bytes), *visibility.index_ops(state, new)],
         after_commit=[committed],

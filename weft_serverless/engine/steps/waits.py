@@ -12,6 +12,7 @@ from weft_serverless.storage.base import Condition, Delete, Key, Op
 
 from .. import timers, wakeups
 from ..outcomes import Done, Outcome, RaiseAtYield
+from ..stored_records import OpRecord, PendingRecord
 from .scope import StepScope
 
 
@@ -22,15 +23,16 @@ def timer_due(scope: StepScope, slot: str, seconds: float, kind: timers.TimerKin
         if seconds <= 0:
             return True
         key = keys.pending_key(scope.workflow_id, slot)
-        pending = scope.park(key, {}, scope.rt.now() + seconds, kind, slot)
+        pending = scope.park(key, PendingRecord(), scope.rt.now() + seconds, kind, slot)
         scope.history.pending[slot] = pending
-    due: float = pending["due"]
+    due = pending.due
+    assert due is not None, f"step {slot} waits on a record with no due time"
     return keys.is_due(scope.rt.now(), due)
 
 
 def sleep(scope: StepScope, cmd: Sleep, slot: str) -> Done | None:
     if timer_due(scope, slot, cmd.seconds, timers.SLEEP):
-        return Done(Outcome(None), {})
+        return Done(Outcome(None), OpRecord())
     return None
 
 
@@ -39,23 +41,25 @@ def wait_for_signal(scope: StepScope, cmd: WaitForSignal, slot: str) -> Done | N
     queue = history.signals.get(cmd.name)
     if queue:
         sort, raw, signal = queue[0]
+        assert signal.value is not None, f"signal record {sort!r} holds no payload"
         key = Key(keys.workflow_partition(scope.workflow_id), sort)
         ops: list[Op] = [Delete(key)]
         after_commit: list[Callable[[], object]] = [queue.popleft]
-        if signal.get("timer"):
-            ops += wakeups.adopt(history, signal["timer"])
-            after_commit.append(lambda: wakeups.adopted(history, signal["timer"]))
+        timer = signal.timer
+        if timer:
+            ops += wakeups.adopt(history, timer)
+            after_commit.append(lambda: wakeups.adopted(history, timer))
         return scope.finish(
             slot,
-            Outcome(decode(signal["v"])),
-            {"v": signal["v"]},
+            Outcome(decode(signal.value)),
+            OpRecord.holding(signal.value),
             conditions=[Condition(key, raw)],
             ops=ops,
             after_commit=after_commit,
         )
     scope.awaiting.add(cmd.name)
     if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, timers.SIGNAL_TIMEOUT):
-        return Done(Outcome(None), {})
+        return Done(Outcome(None), OpRecord())
     return None
 
 
@@ -65,7 +69,7 @@ def wait_until(scope: StepScope, cmd: WaitUntil, slot: str) -> Done | None:
     except Exception as exc:
         raise RaiseAtYield(exc) from None
     if holds:
-        return scope.finish(slot, Outcome(True), {"v": encode(True)})
+        return scope.finish(slot, Outcome(True), OpRecord.holding(encode(True)))
     if cmd.timeout is not None and timer_due(scope, slot, cmd.timeout, timers.CONDITION_TIMEOUT):
-        return Done(Outcome(False), {"v": encode(False)})
+        return Done(Outcome(False), OpRecord.holding(encode(False)))
     return None
