@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from .ownership import merge_conditions
 from .runtime import Runtime
@@ -104,6 +104,21 @@ def commit_cleanup(rt: Runtime, workflow_id: str, chunks: Sequence[Sequence[Op]]
     """Apply the cleanup chunks ``commit_step`` left over, each fenced like any write."""
     for chunk in chunks:
         commit(rt, workflow_id, [], chunk)
+
+
+def delete_fenced(rt: Runtime, doomed: Sequence[Key]) -> None:
+    """Delete records no run's fence covers (fired timers, a purged run's leftovers) in
+    chunks, each under the fence every outside write carries: under ``lease`` the store
+    lease, so an engine that lost it deletes nothing."""
+    fence = rt.fence.external_conditions()
+    if not fence:
+        rt.storage.delete_many(doomed)
+        return
+    size = rt.storage.capabilities().max_batch_ops - len(fence)
+    for start in range(0, len(doomed), size):
+        chunk: list[Op] = [Delete(key) for key in doomed[start : start + size]]
+        if not rt.storage.conditional_batch(fence, chunk):
+            rt.fence.on_lost_commit(doomed[0].partition)
 
 
 def decode_value(record: dict[str, Any]) -> Any:

@@ -99,6 +99,8 @@ def _transition(
             *([] if once is None else [Condition(once, None)]),
         ]
         ops += fragment.ops + (extra(state) if extra else [])
+        if target in TERMINAL:
+            ops += wakeups.disarm_stored(rt.storage, workflow_id)  # it ends: nothing to wake
         if once is not None:
             ops.append(Put(once, encode({"at": rt.now()})))
         if rt.storage.conditional_batch(conditions, ops):
@@ -210,7 +212,7 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
     records = list(history.pending.items())
     records += [(slot, attempts[-1]) for slot, attempts in history.attempts.items() if attempts]
     for slot, record in records:
-        top = slot.split(".", 1)[0].split("@", 1)[0]
+        top = keys.top_slot(slot)
         if top in history.ops or not record.get("timer"):
             continue
         ops.append(Put(Key(*record["timer"]), timers.timer_value(state.id, timers.RESUME)))

@@ -33,6 +33,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
 from . import admission, bulk, control, outbox, retention, teardown
+from .commit import delete_fenced
 from .dispatch import Dispatcher
 from .driver import BUSY, COLLECT, DEPOSED, RETAIN
 from .runtime import Budget, Runtime, logger
@@ -269,15 +270,7 @@ def _fire(
 
 def delete_fired(rt: Runtime, timers: list[Key]) -> None:
     """Delete fired timers; under ``lease`` each chunk is fenced like every engine write."""
-    fence = rt.fence.external_conditions()
-    if not fence:
-        rt.storage.delete_many(timers)
-        return
-    size = rt.storage.capabilities().max_batch_ops - len(fence)
-    for start in range(0, len(timers), size):
-        chunk: list[Op] = [Delete(key) for key in timers[start : start + size]]
-        if not rt.storage.conditional_batch(fence, chunk):
-            rt.fence.on_lost_commit(timers[0].partition)
+    delete_fenced(rt, timers)
 
 
 def next_due(rt: Runtime) -> float | None:

@@ -1,7 +1,8 @@
 """What a simulation is made of and what it leaves behind, as plain data.
 
 A ``Scenario`` is JSON-able: replaying it replays the run. ``JournalEntry`` (every write, by
-engine, with its conditions and whether it landed) and ``Execution`` (every activity run) are
+engine and the action it was carrying out, with its conditions and whether it landed),
+``Execution`` (every activity run) and ``Beat`` (what a heartbeating attempt was handed) are
 what the world records for the invariants to check.
 """
 
@@ -36,10 +37,22 @@ class Execution:
 
 
 @dataclass(frozen=True)
+class Beat:
+    """One attempt of a heartbeating activity: the details it was handed (its previous
+    attempts' progress), and how many faults had fired anywhere when it started."""
+
+    attempt: int
+    seen: Any
+    faults: int
+    tick: int
+
+
+@dataclass(frozen=True)
 class JournalEntry:
-    """One storage write, by which engine, and whether it landed."""
+    """One storage write, by which engine, in which action, and whether it landed."""
 
     engine: str
     conditions: tuple[Condition, ...]
     ops: tuple[Op, ...]
     committed: bool
+    action: str = ""

@@ -33,7 +33,8 @@ from weft_serverless.testing.sim_records import Scenario
 from weft_serverless.testing.sim_world import World
 
 BACKENDS = ("memory", "sqlite", "dynamodb")
-NONE_SHARE = 0.25  # share of generated scenarios in ownership mode none
+NONE_SHARE = 0.2  # share of generated scenarios in ownership mode none
+LEASE_SHARE = 0.15  # share in the store-wide lease mode
 FAULT_RATE = 0.03  # share of events (writes, activities, invocation ends) hit by a fault
 EVENTS_PER_ACTION = {"read": 20, "write": 8, "start": 0.5, "activity": 1.5, "invocation-end": 0.5}
 _dynamodb_endpoint: str | None = None
@@ -67,10 +68,12 @@ def generate(
 ) -> Scenario:
     """The scenario a seed stands for (the same seed and options give the same scenario).
 
-    Without ``ownership`` a seed picks it: workflow-lease mostly, mode none one time in four.
+    Without ``ownership`` a seed picks it: workflow-lease mostly, then none, then lease.
     """
     rng = random.Random(seed)
-    mode = ownership or ("none" if rng.random() < NONE_SHARE else "workflow-lease")
+    roll = rng.random()
+    drawn = "none" if roll < NONE_SHARE else "lease" if roll < NONE_SHARE + LEASE_SHARE else None
+    mode = ownership or drawn or "workflow-lease"
     actions = random_actions(rng, steps, engines, weights)
     events = {counter: round(steps * per) for counter, per in EVENTS_PER_ACTION.items()}
     plan = random_plan(rng, enabled_faults(faults), fault_rate, events)  # type: ignore[arg-type]
@@ -245,8 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="memory")
     parser.add_argument(
         "--ownership",
-        choices=("none", "workflow-lease"),
-        help="ownership mode (default: each seed picks, workflow-lease 3 times in 4)",
+        choices=("none", "lease", "workflow-lease"),
+        help="ownership mode (default: each seed picks: none, lease or mostly workflow-lease)",
     )
     parser.add_argument(
         "--faults",

@@ -1,0 +1,307 @@
+"""Invariants checked after every write: the journal replayed onto a model of the store.
+
+``StoreModel`` applies each landed write of the journal, in order, to a copy of the store,
+and after each one checks what must hold between any two writes, not only at the end: a
+leak that a later maintenance pass heals (a finished run's wake-up or claim-index entry) is
+caught at the write that left it. Each check files lines under its invariant's name in
+``problems``; ``sim_invariants.INVARIANTS`` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from weft_serverless.codec import decode
+from weft_serverless.engine.records import TERMINAL, WorkflowState
+from weft_serverless.engine.run_head import FENCE_EPOCH
+from weft_serverless.engine.schedules.firing import SCHEDULE_FIELD
+from weft_serverless.engine.schedules.record import ScheduleRecord
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Key, Put
+from weft_serverless.testing.sim_records import JournalEntry
+
+FROZEN_FAMILIES = (
+    keys.OP_PREFIX,
+    keys.PENDING_PREFIX,
+    keys.ATTEMPT_PREFIX,
+    keys.UPDATE_APPLIED_PREFIX,
+)
+"""Records of a run's progress: none lands on a run that stays finished."""
+SCHEDULE_RESUMES = frozenset({"sched-resume"})
+SCHEDULE_TRIGGERS = frozenset({"sched-trigger"})
+BULK_SIGNAL = "bulk-"
+
+
+@dataclass
+class StoreModel:
+    """The store as the journal built it, and what every write broke (by invariant)."""
+
+    ownership: str
+    store: dict[Key, bytes] = field(default_factory=dict)
+    states: dict[str, WorkflowState] = field(default_factory=dict)
+    schedule_runs: dict[str, list[str]] = field(default_factory=dict)
+    acted: dict[Key, int] = field(default_factory=dict)  # bulk signal ids and retry markers
+    concurrency: dict[str, dict[Key, str]] = field(default_factory=dict)  # partition: item: run
+    wake_timers: dict[str, set[Key]] = field(default_factory=dict)  # run: its wake timers
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+    def walk(self, journal: Sequence[JournalEntry]) -> StoreModel:
+        for seq, entry in enumerate(journal):
+            if entry.committed:
+                self._entry(f"write {seq} by {entry.engine} ({entry.action})", entry)
+        return self
+
+    def file(self, invariant: str, line: str) -> None:
+        self.problems.setdefault(invariant, []).append(line)
+
+    def _entry(self, where: str, entry: JournalEntry) -> None:
+        before = {op.key: self.store.get(op.key) for op in entry.ops}
+        states_before = {wf: self.states.get(wf) for wf in self._runs_touched(entry)}
+        self._lease_fence(where, entry)
+        self._schedule_conditions(where, entry, before)
+        for op in entry.ops:
+            if isinstance(op, Put):
+                self.store[op.key] = op.value
+            else:
+                self.store.pop(op.key, None)
+            self._index(where, op.key, op)
+        for wf, old in states_before.items():
+            self._frozen(where, wf, old, entry)
+        for wf in self._suspects(entry):
+            self._terminal_leaves_nothing(where, wf)
+            self._holds_its_slot(where, wf)
+        self._schedules(where, entry, before, states_before)
+
+    # -- what a write touches ---------------------------------------------------------------
+
+    @staticmethod
+    def _runs_touched(entry: JournalEntry) -> set[str]:
+        return {
+            keys.dec(op.key.partition[3:]) for op in entry.ops if op.key.partition.startswith("wf#")
+        }
+
+    def _suspects(self, entry: JournalEntry) -> set[str]:
+        """Runs whose leftovers this write may have changed: those of its partitions, and
+        those its claim-index and concurrency items name."""
+        found = self._runs_touched(entry)
+        for op in entry.ops:
+            if not isinstance(op, Put):
+                continue
+            if op.key.partition.startswith("claims#"):
+                found.add(keys.dec(op.key.sort))
+            elif op.key.partition.startswith("conc#"):
+                found.add(str(decode(op.value)["id"]))
+        return found
+
+    def _index(self, where: str, key: Key, op: Any) -> None:
+        """Keep the decoded states and concurrency items, and count what bulk operations
+        acted on."""
+        if key.partition.startswith("timers#"):
+            self._index_timer(key, op)
+            return
+        if key.partition.startswith("conc#"):
+            items = self.concurrency.setdefault(key.partition, {})
+            if isinstance(op, Put):
+                items[key] = str(decode(op.value)["id"])
+            else:
+                items.pop(key, None)
+            return
+        if key.sort == keys.STATE and key.partition.startswith("wf#"):
+            wf = keys.dec(key.partition[3:])
+            if isinstance(op, Put):
+                state = WorkflowState.from_bytes(op.value)
+                self.states[wf] = state
+            else:
+                self.states.pop(wf, None)
+            return
+        if not isinstance(op, Put):
+            return
+        sig_id = keys.SIGNAL_ID_PREFIX + keys.enc(BULK_SIGNAL)
+        if key.sort.startswith(sig_id) or key.partition.startswith("bulkrun#"):
+            self.acted[key] = self.acted.get(key, 0) + 1
+            if self.acted[key] > 1:
+                self.file("bulk-acts-once", f"{where}: {key} acted on a second time")
+
+    def _index_timer(self, key: Key, op: Any) -> None:
+        if isinstance(op, Put):
+            timer = decode(op.value)
+            if timer.get("kind") == "wake":
+                self.wake_timers.setdefault(str(timer["wf"]), set()).add(key)
+            return
+        wf = keys.dec(key.sort.split("#")[1])
+        self.wake_timers.get(wf, set()).discard(key)
+
+    # -- the checks ---------------------------------------------------------------------------
+
+    def _terminal_leaves_nothing(self, where: str, wf: str) -> None:
+        """A finished run keeps no wake-up, concurrency slot or queue entry; it holds no
+        claim (holder and claim-index entry) but its teardown's, while that runs."""
+        state = self.states.get(wf)
+        if state is None or state.status not in TERMINAL:
+            return
+        holder = self.store.get(keys.owner_holder_key(wf))
+        if holder is not None and decode(holder)["engine_id"] != self._tearing_down(wf):
+            self.file("terminal-holds-no-claim", f"{where}: {wf} is {state.status}, still claimed")
+        left = []
+        if keys.wake_key(wf) in self.store:
+            left.append("its wake-up pointer")
+        left += [f"wake-up timer {key.sort}" for key in sorted(self.wake_timers.get(wf, ()))]
+        if keys.claim_index_key(wf) in self.store and self._tearing_down(wf) is None:
+            left.append("its claim-index entry")
+        left += [f"concurrency item {key.sort}" for key in self._concurrency_items(state)]
+        if left:
+            self.file("terminal-leaves-nothing", f"{where}: {wf} is {state.status}, keeps {left}")
+
+    def _tearing_down(self, wf: str) -> str | None:
+        """The engine running the run's teardown now (it holds a claim on the run)."""
+        raw = self.store.get(keys.teardown_key(wf))
+        record = None if raw is None else decode(raw)
+        if record is None or record.get("status") != "running":
+            return None
+        return None if record.get("holder") is None else str(record["holder"])
+
+    def _concurrency_items(self, state: WorkflowState) -> Iterator[Key]:
+        record = state.extra.get("concurrency")
+        if not record:
+            return
+        partition = keys.concurrency_partition(state.type, str(record["key"]))
+        for key, run in self.concurrency.get(partition, {}).items():
+            if run == state.id:
+                yield key
+
+    def _holds_its_slot(self, where: str, wf: str) -> None:
+        """An active run of a limited type holds the slot its state names (and that slot
+        names it), or is queued with its queue entry stored."""
+        state = self.states.get(wf)
+        record = None if state is None else state.extra.get("concurrency")
+        if state is None or not record or state.status in TERMINAL:
+            return
+        key = str(record["key"])
+        if "slot" in record:
+            stored = self.store.get(keys.concurrency_slot_key(state.type, key, record["slot"]))
+            if stored is None or decode(stored).get("id") != wf:
+                holder = None if stored is None else decode(stored).get("id")
+                self.file(
+                    "runs-hold-their-slot",
+                    f"{where}: {wf} is {state.status} on slot {record['slot']} of {key!r}, "
+                    f"which names {holder}",
+                )
+        elif record.get("queued"):
+            queue = keys.concurrency_queue_key(state.type, key, state.created_at, wf)
+            if queue not in self.store:
+                self.file("runs-hold-their-slot", f"{where}: queued {wf} has no queue entry")
+
+    def _frozen(
+        self, where: str, wf: str, before: WorkflowState | None, entry: JournalEntry
+    ) -> None:
+        """No step, pending, attempt or update record lands on a run that was finished
+        before the write and still is (under a lease mode: mode none fences no drive)."""
+        after = self.states.get(wf)
+        if self.ownership == "none" or before is None or after is None:
+            return
+        if before.status not in TERMINAL or after.status not in TERMINAL:
+            return
+        partition = keys.workflow_partition(wf)
+        for op in entry.ops:
+            if not isinstance(op, Put) or op.key.partition != partition:
+                continue
+            if not op.key.sort.startswith(FROZEN_FAMILIES) or _written_out(op):
+                continue
+            self.file(
+                "finished-runs-are-frozen", f"{where}: {op.key.sort} lands on {after.status} {wf}"
+            )
+
+    def _lease_fence(self, where: str, entry: JournalEntry) -> None:
+        """Under ``lease`` every engine write is fenced on the current store-wide epoch by
+        its holder (the lease's own records are written on their holder bytes)."""
+        if self.ownership != "lease" or not entry.engine.startswith(("e", "old")):
+            return
+        if all(op.key.partition == keys.META_PARTITION for op in entry.ops):
+            return
+        epoch_key = keys.meta_key(keys.LEASE_EPOCH)
+        fence = [c for c in entry.conditions if c.key == epoch_key]
+        current = self.store.get(epoch_key)
+        holder = self.store.get(keys.meta_key(keys.LEASE_HOLDER))
+        held_by = None if holder is None else decode(holder)["engine_id"]
+        if not fence or fence[0].expected != current:
+            self.file("no-deposed-writes", f"{where} is not fenced on the current lease epoch")
+        elif held_by != entry.engine:
+            self.file("no-deposed-writes", f"{where} landed while {held_by} held the lease")
+
+    def _schedule_conditions(
+        self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
+    ) -> None:
+        """Every write of a schedule record is conditioned on the bytes it replaces."""
+        for op in entry.ops:
+            if op.key.partition != keys.SCHEDULE_PARTITION:
+                continue
+            condition = next((c for c in entry.conditions if c.key == op.key), None)
+            if condition is None or condition.expected != before[op.key]:
+                self.file(
+                    "schedule-writes-are-conditional",
+                    f"{where}: schedule {keys.dec(op.key.sort)} written without a condition "
+                    "on the record it replaces",
+                )
+
+    def _schedules(
+        self,
+        where: str,
+        entry: JournalEntry,
+        before: dict[Key, bytes | None],
+        states_before: dict[str, WorkflowState | None],
+    ) -> None:
+        """A fire starts one run per fire time and counts it; nothing starts while paused
+        but a trigger; a pause is lifted only by a resume; a schedule that does not allow
+        overlap has one live run at most."""
+        started: dict[str, list[str]] = {}
+        for wf, old in states_before.items():
+            state = self.states.get(wf)
+            sid = None if state is None else state.extra.get(SCHEDULE_FIELD)
+            if old is None and sid is not None and state is not None:
+                started.setdefault(str(sid), []).append(wf)
+        for sid, runs in started.items():
+            previous = before.get(keys.schedule_key(sid))
+            if previous is not None and _paused(previous) and entry.action not in SCHEDULE_TRIGGERS:
+                self.file("schedule-pause-holds", f"{where}: paused {sid} started {runs}")
+            self.schedule_runs.setdefault(sid, []).extend(runs)
+        for key, old_bytes in before.items():
+            if key.partition != keys.SCHEDULE_PARTITION or key not in self.store:
+                continue
+            record = ScheduleRecord.from_bytes(self.store[key])
+            lifted = old_bytes is not None and _paused(old_bytes) and not record.paused
+            if lifted and entry.action not in SCHEDULE_RESUMES:
+                self.file("schedule-pause-holds", f"{where}: lifted the pause of {record.id}")
+            runs = self.schedule_runs.get(record.id, [])
+            if record.fired != len(runs) or len(set(runs)) != len(runs):
+                self.file(
+                    "schedule-fires-once",
+                    f"{where}: {record.id} counts {record.fired} fires, started {runs}",
+                )
+            new = started.get(record.id, [])
+            if new and record.spec.overlap != "allow":
+                live = [wf for wf in set(runs) if _live(self.states.get(wf))]
+                if len(live) > len(new):
+                    self.file(
+                        "schedule-fires-once",
+                        f"{where}: {record.id} ({record.spec.overlap}) started {new} with "
+                        f"{sorted(set(live) - set(new))} live",
+                    )
+
+
+def _paused(raw: bytes) -> bool:
+    return bool(decode(raw).get("paused"))
+
+
+def _live(state: WorkflowState | None) -> bool:
+    return state is not None and state.status not in TERMINAL
+
+
+def _written_out(op: Put) -> bool:
+    """A head's step written out to its own record (or a record no reader counts): a copy
+    of a step committed before, not a new one (``sim_steps`` checks those)."""
+    if not op.key.sort.startswith(keys.OP_PREFIX):
+        return False
+    record = decode(op.value)
+    return isinstance(record, dict) and FENCE_EPOCH in record
