@@ -99,8 +99,7 @@ def _transition(
             *([] if once is None else [Condition(once, None)]),
         ]
         ops += fragment.ops + (extra(state) if extra else [])
-        if target in TERMINAL:
-            ops += wakeups.disarm_stored(rt.storage, workflow_id)  # it ends: nothing to wake
+        ops += _replaced_wake(rt, workflow_id, target in TERMINAL, ops)
         if once is not None:
             ops.append(Put(once, encode({"at": rt.now()})))
         if rt.storage.conditional_batch(conditions, ops):
@@ -114,6 +113,17 @@ def _transition(
             rt.fence.forget_start(workflow_id)
         rt.fence.check_store_fence()  # raises if this engine lost a store-wide fence
     raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
+
+
+def _replaced_wake(rt: Runtime, workflow_id: str, ending: bool, ops: list[Op]) -> list[Op]:
+    """A move from outside that ends the run, or arms it a new wake-up, drops the wake-up
+    stored (one point read): a finished run keeps none, and a run keeps one at a time (an
+    old one left behind would wake it for nothing)."""
+    pointer = keys.wake_key(workflow_id)
+    if not ending and not any(isinstance(op, Put) and op.key == pointer for op in ops):
+        return []
+    written = {op.key for op in ops}
+    return [op for op in wakeups.disarm_stored(rt.storage, workflow_id) if op.key not in written]
 
 
 def cancel(rt: Runtime, workflow_id: str) -> tuple[WorkflowState, bool]:
