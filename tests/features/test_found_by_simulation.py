@@ -6,21 +6,32 @@ docs/decisions/0047-simulation-covers-the-engine.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from feature_support import KeyCrash, expect_crash, puts_op
 
 from weft_serverless import (
+    BulkOperation,
     Engine,
     EngineLeaseLostError,
     MemoryStorage,
+    WorkflowWakeDiscarded,
     current_activity,
     workflow,
 )
 from weft_serverless.codec import decode
 from weft_serverless.engine import control
 from weft_serverless.storage import keys
-from weft_serverless.testing import CrashingStorage, SimulatedCrash, TestEngine, VirtualClock
+from weft_serverless.storage.base import Condition, Op
+from weft_serverless.testing import (
+    CrashingStorage,
+    DelegatingStorage,
+    SimulatedCrash,
+    TestEngine,
+    VirtualClock,
+)
 
 
 def test_a_run_continued_after_an_async_activity_is_driven_again() -> None:
@@ -118,3 +129,119 @@ def test_a_purge_by_an_engine_that_lost_the_lease_deletes_nothing() -> None:
     with pytest.raises(EngineLeaseLostError), pytest.warns(RuntimeWarning, match="lost"):
         first.purge("j-1")
     assert list(store.scan(keys.workflow_partition("j-1"))) == left
+
+
+class _CrashAfterNextWrite(DelegatingStorage):
+    """Once armed, dies right after the next write lands."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        super().__init__(inner)
+        self.armed = False
+
+    def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+        landed = super()._conditional_batch(conditions, ops)
+        if self.armed:
+            self.armed = False
+            raise SimulatedCrash("crash right after the write")
+        return landed
+
+
+def test_a_step_that_heartbeated_takes_its_heartbeat_record_with_it() -> None:
+    """``heartbeats-carry-over``: an activity step's heartbeat record was deleted by a
+    cleanup write after the step's commit (on the run's head, a single put), so a crash
+    between the two left the finished step's heartbeat for good; its delete now lands in
+    the step's own batch."""
+    store = MemoryStorage()
+    crashing = _CrashAfterNextWrite(store)
+
+    def beat() -> str:
+        current_activity().heartbeat("half-way")
+        crashing.armed = True  # the next write is the step's commit
+        return "beaten"
+
+    def body(ctx: Any, _: Any) -> Any:
+        return (yield ctx.run("beat", heartbeat_timeout=30))
+
+    flows = {"hb": workflow("hb").activities(beat=beat).execute(body)}
+    te = TestEngine(flows, storage=crashing, ownership="workflow-lease")
+    with pytest.raises(SimulatedCrash):
+        te.start("hb", id="h-1")
+    te.crash()
+    with pytest.warns(WorkflowWakeDiscarded):  # the dead engine's claim is still live
+        te.recover(store)
+    te.advance(120)  # the dead engine's claim expires; the run is taken over and finishes
+    assert te.describe("h-1").result == "beaten"
+    assert list(store.scan(keys.workflow_partition("h-1"), keys.HEARTBEAT_PREFIX)) == []
+
+
+def _waits_for_go(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("go"))
+
+
+def test_a_bulk_operation_stopped_twice_at_one_instant_keeps_its_timer() -> None:
+    """``bulk-operations-finish-exactly``: an operation out of time stops at a page boundary
+    with its timer due now; a pass continuing it at that same instant, out of time too,
+    re-armed the timer under the key it was firing, which the pass then deleted: the
+    operation was stranded ``running`` for good."""
+    te = TestEngine({"order": workflow("order").execute(_waits_for_go)})
+    for n in range(4):
+        te.start("order", id=f"o-{n}")
+    engine = te.engine
+    preview = engine.signal_all("go", 1, dry_run=True, status="running")
+    with engine.invocation(time_left=lambda: 0.0):
+        first = engine.signal_all("go", 1, confirm=preview.token, page_size=1, status="running")
+    assert isinstance(first, BulkOperation) and first.status == "running"
+    with engine.invocation(time_left=lambda: 0.0):
+        engine.run_maintenance()  # the same instant: one more page, then it stops again
+    for _ in range(4):
+        te.advance(60)
+    assert engine.describe_bulk(first.id).status == "completed"
+    assert engine.describe_bulk(first.id).done == 4
+
+
+def test_a_schedule_fire_due_by_the_millisecond_fires() -> None:
+    """``unexpected-errors``: a pass below a fire's time by float rounding (well under a
+    millisecond: engine clocks add offsets) found its timer due, as timers compare whole
+    milliseconds, but looked for due fires by the exact time, found none, and raised
+    ``AssertionError`` out of ``run_maintenance``."""
+    fire = 1_767_225_607.0  # a multiple of 7 s: a fire of every="7s"
+    clock = VirtualClock(fire - 3.0)
+    te = TestEngine({"job": workflow("job").execute(_done_at_once)}, clock=clock)
+    te.engine.schedule("every-7", "job", every=7.0)
+    assert te.engine.get_schedule("every-7").describe().next_fire_at == fire
+    clock.advance(3.0 - 5e-7)  # half a microsecond before the fire: float rounding
+    te.run_maintenance()
+    assert te.describe("every-7-20260101T000007Z").status == "completed"
+
+
+def _done_at_once(ctx: Any, _: Any) -> Any:
+    return "done"
+    yield
+
+
+def _race_then_work(ctx: Any, _: Any) -> Any:
+    index, _value = yield ctx.race(ctx.run("quick"), ctx.sleep(600))
+    yield ctx.run("after")
+    return index
+
+
+def test_a_race_an_activity_won_leaves_the_run_a_way_forward() -> None:
+    """``liveness``: a race's sleep branch parked first and its batch took the run's
+    wake-up with it; then the activity branch won and the race's commit deleted the losing
+    sleep's timer, so a crash right after left a running run with nothing to drive it. A
+    branch's park now keeps the wake-up; the drive drops it once the run parks."""
+    store = MemoryStorage()
+    crashing = KeyCrash(store)
+    flows = {
+        "racer": workflow("racer")
+        .activities(quick=lambda: "won", after=lambda: "next")
+        .execute(_race_then_work)
+    }
+    te = TestEngine(flows, storage=crashing, recover=False)
+    crashing.arm(puts_op("r-1", 0))  # crash right after the race's commit
+    with expect_crash():
+        te.start("racer", id="r-1")
+    te.crash()
+    te.recover(store)
+    te.advance(61)  # past the wake-up's grace
+    assert te.describe("r-1").result == 0

@@ -134,7 +134,8 @@ def results_match_programs(world: World) -> list[str]:
 def heartbeats_carry_over(world: World) -> list[str]:
     """An attempt of a heartbeating step is handed the newest details of the attempt before
     it (none only when a fault hit in between); a run that ended on its own (every step
-    ended) keeps no heartbeat record. One ended from outside keeps its last progress."""
+    ended) keeps no heartbeat record. One ended from outside keeps its last progress, and in
+    mode none (one engine per store) a second engine's drive is not fenced out."""
     problems = []
     for (wf, step), beats in world.beats.items():
         for before, after in itertools.pairwise(beats):
@@ -145,7 +146,7 @@ def heartbeats_carry_over(world: World) -> list[str]:
                     f"{wf} step {step} attempt {after.attempt} was handed {after.seen!r}, "
                     f"attempt {before.attempt} last sent '{before.attempt}.1'"
                 )
-    for wf, state in _states(world).items():
+    for wf, state in _states(world).items() if world.ownership != "none" else ():
         if state.status in ("completed", "failed"):
             partition = keys.workflow_partition(wf)
             for sort, _ in world.store.scan(partition, keys.HEARTBEAT_PREFIX):
@@ -188,7 +189,8 @@ def schedules_stay_armed(world: World) -> list[str]:
 
 def bulk_operations_finish_exactly(world: World) -> list[str]:
     """At quiescence every bulk operation completed, and a signal or retry operation counts
-    as done each run it acted on, once."""
+    no run as done twice (it may count fewer: a run it acted on in a page a crash cut, that
+    then left the filter, is not met again when the page is repeated)."""
     acted: dict[str, set[str]] = {}
     for key in model(world).acted:
         if key.partition.startswith("bulkrun#"):
@@ -200,7 +202,7 @@ def bulk_operations_finish_exactly(world: World) -> list[str]:
     for operation in _observer(world).list_bulk_operations():
         if operation.status != "completed":
             problems.append(f"bulk {operation.id} is still {operation.status}")
-        elif operation.kind != "cancel" and operation.done != len(acted.get(operation.id, ())):
+        elif operation.kind != "cancel" and operation.done > len(acted.get(operation.id, ())):
             problems.append(
                 f"bulk {operation.kind} {operation.id} counts {operation.done} done, acted on "
                 f"{len(acted.get(operation.id, ()))}"

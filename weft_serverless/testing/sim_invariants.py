@@ -17,6 +17,7 @@ from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
+from weft_serverless.storage.base import Put
 from weft_serverless.testing import sim_checks as checks
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
 from weft_serverless.testing.sim_checks import from_model
@@ -71,12 +72,15 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     """
     if world.ownership == "none":
         return []
+    interventions = {wf: list(ticks) for wf, ticks in world.interventions.items()}
+    for wf, tick in _retries(world):
+        interventions.setdefault(wf, []).append(tick)
     problems = []
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in itertools.pairwise(runs):
             hit = world.slots[before.slot].faults > before.slot_faults
             moved = any(
-                before.drive_start < tick < again.tick for tick in world.interventions.get(wf, [])
+                before.drive_start < tick < again.tick for tick in interventions.get(wf, [])
             )
             if not hit and not moved:
                 problems.append(
@@ -84,6 +88,22 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
                     f"e{again.slot} with no fault on e{before.slot} since its first run"
                 )
     return problems
+
+
+def _retries(world: World) -> Iterator[tuple[str, int]]:
+    """Every retry of a failed run (by the operator or a bulk operation), when it landed."""
+    status: dict[str, str] = {}
+    for entry in world.journal:
+        if not entry.committed:
+            continue
+        for op in entry.ops:
+            wf = workflow_of(op.key)
+            if wf is None or op.key.sort != keys.STATE or not isinstance(op, Put):
+                continue
+            new = WorkflowState.from_bytes(op.value).status
+            if status.get(wf) == "failed" and new == RUNNING:
+                yield wf, entry.tick
+            status[wf] = new
 
 
 def _observer(world: World) -> Engine:
@@ -141,6 +161,8 @@ def every_run_has_a_way_forward(world: World) -> list[str]:
             continue
         if state.created_at > world.now - YOUNG:
             continue  # started in the last minute (a schedule fires on): still on its way
+        if state.status == PENDING and (state.extra.get("concurrency") or {}).get("queued"):
+            continue  # waits for a slot: ``no-run-queued-behind-a-free-slot`` judges that
         if state.status == PENDING:
             problems.append(f"{wf} is still pending long after its start time")
             continue

@@ -176,8 +176,8 @@ def _holds(attributes: dict[str, Any], name: str, term: Any) -> bool:
     if op == "in":
         return bool(have in value)
     if op in (">=", "<"):
-        return bool(have >= value) == (op == ">=")
-    return bool(have == value) == (op == "==")
+        return bool(have >= value) is bool(op == ">=")
+    return bool(have == value) is bool(op == "==")
 
 
 # -- bulk operations -------------------------------------------------------------------------

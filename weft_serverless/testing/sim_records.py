@@ -56,3 +56,4 @@ class JournalEntry:
     ops: tuple[Op, ...]
     committed: bool
     action: str = ""
+    tick: int = 0  # when it landed, on the world's clock of ticks (``World.clock_tick``)

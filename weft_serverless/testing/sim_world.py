@@ -19,6 +19,7 @@ from typing import Any
 
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.inspection import read_only_engine
+from weft_serverless.engine.teardown import CLAIM_TTL
 from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
@@ -52,6 +53,9 @@ PARALLEL = (0, 2, 4)
 """``max_parallel_activities`` an engine incarnation draws: 0 runs branches one after another
 on the drive's thread (the inline path), more runs them together on ``SimThreads``."""
 LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
+TEARDOWN_LATE = LATE_PASSES + math.ceil(CLAIM_TTL / 15.0)
+"""Rounds for the timers of a run with a teardown: they wait out the teardown's claim (60 s)
+when the engine running it died (its claim on the run keeps the run's timers retained)."""
 
 
 def _workflow_of(partition: str) -> str | None:
@@ -188,7 +192,9 @@ class World(Observing):
 
         def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
             action = self.doing[-1][0] if self.doing else ""
-            entry = JournalEntry(engine_id, tuple(conditions), tuple(ops), ok, action)
+            entry = JournalEntry(
+                engine_id, tuple(conditions), tuple(ops), ok, action, self.clock_tick()
+            )
             self.journal.append(entry)
             if ok:
                 for op in ops:
@@ -365,8 +371,12 @@ class World(Observing):
                 self._act(slot, "maintain", [], scope=0)
             overdue = {sort: overdue.get(sort, 0) + 1 for sort in self._due_timers()}
             for sort, rounds in overdue.items():
-                if rounds == LATE_PASSES:
+                if rounds == (TEARDOWN_LATE if self._tearing_down(sort) else LATE_PASSES):
                     self.late_timers.append(sort)
+
+    def _tearing_down(self, sort: str) -> bool:
+        wf = keys.dec(sort.split("#")[1])
+        return self.store.get(keys.teardown_key(wf)) is not None
 
     def _due_timers(self) -> Iterator[str]:
         """Due timers of runs that are not a flood's (a flood waits for takeovers by design)."""
