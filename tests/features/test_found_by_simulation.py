@@ -245,3 +245,20 @@ def test_a_race_an_activity_won_leaves_the_run_a_way_forward() -> None:
     te.recover(store)
     te.advance(61)  # past the wake-up's grace
     assert te.describe("r-1").result == 0
+
+
+def test_a_resumed_run_keeps_one_wake_up() -> None:
+    """``terminal-leaves-nothing``: a resume arms a wake-up for the drive it starts; it
+    left the one stored already behind (its pointer overwritten), to wake the run for
+    nothing, or to outlive its end."""
+    te, store = _crash_after_the_start(_waits)
+    te.suspend("j-1")
+    te.advance(1.0)  # the new wake-up is due later than the stored one
+    te.resume("j-1")  # drives it: it parks on its signal
+    assert te.describe("j-1").status == "running"
+    timers = [
+        decode(value)
+        for shard in range(keys.TIMER_SHARDS)
+        for _, value in store.scan(keys.timer_partition(shard))
+    ]
+    assert [t["kind"] for t in timers if t["wf"] == "j-1"] == []
