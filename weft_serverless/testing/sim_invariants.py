@@ -64,9 +64,11 @@ def no_deposed_writes(world: World) -> list[str]:
 
 
 def activities_run_once_more_than_faults(world: World) -> list[str]:
-    """An attempt re-runs only after a fault hit the engine that ran it, or after the operator
-    suspended, resumed or retried the run while that run's drive was in flight (a drive that
-    starts after such a move must see it: a queued drive trusting an old claim is a defect).
+    """An attempt re-runs only after a fault hit the engine that ran it, or hit the engine
+    running it again during that drive (a stalled engine's queued branch runs late; its
+    commit is fenced out), or after the operator suspended, resumed or retried the run while
+    that run's drive was in flight (a drive that starts after such a move must see it: a
+    queued drive trusting an old claim is a defect).
 
     Not promised in mode none with several engines (any engine may drive any run there).
     """
@@ -78,7 +80,10 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     problems = []
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in itertools.pairwise(runs):
+            # A fault on the engine of the first run since it ran, or on the engine of the
+            # second during its drive (a stalled drive's attempt runs late: it is fenced out).
             hit = world.slots[before.slot].faults > before.slot_faults
+            hit = hit or again.slot_faults > again.drive_faults
             moved = any(
                 before.drive_start < tick < again.tick for tick in interventions.get(wf, [])
             )

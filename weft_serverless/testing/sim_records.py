@@ -34,6 +34,7 @@ class Execution:
     slot_faults: int  # the slot's fault count when the activity ran
     drive_start: int  # tick at which the drive running it read the run's history
     tick: int  # tick at which it ran
+    drive_faults: int = 0  # the slot's fault count when that drive read the history
 
 
 @dataclass(frozen=True)

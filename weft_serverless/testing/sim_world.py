@@ -86,7 +86,8 @@ class World(Observing):
         self.executions: dict[tuple[str, int, str, int], list[Execution]] = {}
         self.started: set[str] = set()
         self.interventions: dict[str, list[int]] = {}  # ticks of operator moves, per run
-        self.drive_starts: dict[tuple[int, str], int] = {}  # (slot, run) -> tick of its read
+        # (slot, run) -> the tick of its drive's history read, and the slot's faults then
+        self.drive_starts: dict[tuple[int, str], tuple[int, int]] = {}
         self.ticks = 0
         self.moves = 0  # moves other engines made in the middle of a call (preempt, stall)
         self.problems: list[str] = []
@@ -117,7 +118,7 @@ class World(Observing):
         def history_read(partition: str) -> None:
             wf = _workflow_of(partition)
             if wf is not None:
-                self.drive_starts[(slot.index, wf)] = self.clock_tick()
+                self.drive_starts[(slot.index, wf)] = (self.clock_tick(), slot.faults)
 
         storage = FaultyStorage(
             self.store, fault_for, self._journal_for(slot), after_write, history_read
@@ -260,14 +261,8 @@ class World(Observing):
     def activity_ran(self, workflow_id: str, step: int, tag: str, attempt: int) -> None:
         slot = self.acting[-1]
         runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
-        runs.append(
-            Execution(
-                slot.index,
-                slot.faults,
-                self.drive_starts.get((slot.index, workflow_id), 0),
-                self.clock_tick(),
-            )
-        )
+        drive, faults = self.drive_starts.get((slot.index, workflow_id), (0, 0))
+        runs.append(Execution(slot.index, slot.faults, drive, self.clock_tick(), faults))
         kind = self._next_fault("activity", slot)
         if kind == "crash-in-activity":
             self.kill(slot, kind)
