@@ -17,6 +17,7 @@ from weft_serverless.engine.schedules.record import ScheduleRecord
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.testing.sim_commands import expected, matches
+from weft_serverless.testing.sim_operations import LIST_FILTERS, compare_listing
 from weft_serverless.testing.sim_store_model import BULK_SIGNAL, StoreModel
 from weft_serverless.testing.sim_workload import LIMITS, TYPES
 from weft_serverless.testing.sim_world import World
@@ -29,8 +30,13 @@ SCHEDULE_LATE = 30.0  # seconds a live schedule's next fire may be overdue at qu
 def model(world: World) -> StoreModel:
     """The journal replayed onto a model of the store (once per world)."""
     if world.model is None:
-        world.model = StoreModel(world.ownership).walk(world.journal)
+        rejecting = frozenset(kind for kind, spec in world.flows.items() if _rejects(spec))
+        world.model = StoreModel(world.ownership, rejecting).walk(world.journal)
     return world.model
+
+
+def _rejects(definition: Any) -> bool:
+    return definition.concurrency is not None and definition.concurrency.on_limit == "reject"
 
 
 def from_model(invariant: str) -> Any:
@@ -172,9 +178,9 @@ def acknowledged_updates_are_applied(world: World) -> list[str]:
 
 
 def schedules_stay_armed(world: World) -> list[str]:
-    """At quiescence a schedule that is not paused and has a next fire has its timer, and
-    that fire is not overdue (every engine ticks)."""
-    problems = []
+    """A paused schedule points at no fire; a live one at its next fire, one of its spec's,
+    whose timer is stored (after every write); at quiescence that fire is not overdue."""
+    problems = list(model(world).problems.get("schedules-stay-armed", []))
     for _, raw in world.store.scan(keys.SCHEDULE_PARTITION):
         record = ScheduleRecord.from_bytes(raw)
         if record.paused or record.next is None:
@@ -210,10 +216,23 @@ def bulk_operations_finish_exactly(world: World) -> list[str]:
     return problems
 
 
+def maps_respect_their_bound(world: World) -> list[str]:
+    """A ``map`` never has more attempts running at once than its ``max_concurrency``
+    (checked as each item runs on the simulated threads)."""
+    return list(world.unbounded)
+
+
 def listings_match_runs(world: World) -> list[str]:
     """``list`` for a filter names exactly the runs a full read finds, each once, and
-    ``count`` agrees with it (checked by the ``list`` action, when nothing moved meanwhile)."""
-    return list(world.listing_problems)
+    ``count`` agrees with it: during the run (the ``list`` action, when nothing moved in
+    its middle) and at quiescence, for every filter."""
+    observer = _observer(world)
+    final = [
+        line
+        for index in range(len(LIST_FILTERS))
+        for line in compare_listing(observer, world.store, world.known_runs, index)
+    ]
+    return list(world.listing_problems) + [f"at quiescence: {line}" for line in final]
 
 
 def _observer(world: World) -> Engine:

@@ -81,7 +81,7 @@ def all_of(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
 
 def map_of(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
     count, bound = arg
-    items = [work(ctx, step, f"m{n}") for n in range(count)]
+    items = [work(ctx, step, f"m{n}", bound=bound) for n in range(count)]
     state["values"].append((yield ctx.map("work", items, max_concurrency=bound)))
 
 

@@ -30,6 +30,7 @@ class Observing:
         self.listing_problems: list[str] = []
         self.bulk_problems: list[str] = []
         self.overdue: list[str] = []
+        self.unbounded: list[str] = []  # maps that ran more attempts at once than their bound
         self._ledger: dict[str, Any] = {}
         self.live_children: set[str] = set()  # filled by the liveness check before it asks
 

@@ -11,7 +11,7 @@ second worker resuming it lands between pages.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -127,9 +127,18 @@ def draw_list(rng: random.Random, drawn: Drawn) -> list[Any]:
 
 
 def run_list(world: Stage, engine: Engine, args: list[Any]) -> None:
-    """``list`` (every page) and ``count`` for a filter, against a full read of the runs."""
-    query = LIST_FILTERS[args[0] % len(LIST_FILTERS)]
+    """``list`` and ``count`` for a filter, against a full read of the runs, when no other
+    engine moved in the middle of the call (the reads would see two moments)."""
     moves = world.moves
+    found = compare_listing(engine, world.store, world.known_runs, args[0])
+    if world.moves == moves:
+        world.listing_problems += found
+
+
+def compare_listing(engine: Engine, store: Storage, runs: Iterable[str], index: int) -> list[str]:
+    """What ``list`` (every page) and ``count`` answer for filter ``index`` of
+    ``LIST_FILTERS``, where it differs from a full read of ``runs``."""
+    query = LIST_FILTERS[index % len(LIST_FILTERS)]
     listed: list[str] = []
     cursor: str | None = None
     while True:
@@ -138,17 +147,17 @@ def run_list(world: Stage, engine: Engine, args: list[Any]) -> None:
         if cursor is None:
             break
     counted = engine.count(**query)
-    if world.moves != moves:
-        return  # another engine moved in the middle: the reads saw different moments
-    expected = sorted(wf for wf in world.known_runs if _matches(world.store, wf, query))
+    expected = sorted(wf for wf in runs if _matches(store, wf, query))
     name = f"list({query})"
+    problems = []
     if sorted(listed) != expected:
         missing, extra = sorted(set(expected) - set(listed)), sorted(set(listed) - set(expected))
-        world.listing_problems.append(f"{name} misses {missing} and lists {extra}")
+        problems.append(f"{name} misses {missing} and lists {extra}")
     if len(listed) != len(set(listed)):
-        world.listing_problems.append(f"{name} lists a run twice: {listed}")
+        problems.append(f"{name} lists a run twice: {listed}")
     if sum(counted.values()) != len(listed):
-        world.listing_problems.append(f"count of {name} is {counted}, list has {len(listed)}")
+        problems.append(f"count of {name} is {counted}, list has {len(listed)}")
+    return problems
 
 
 def _matches(store: Storage, wf: str, query: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ FROZEN_FAMILIES = (
 SCHEDULE_RESUMES = frozenset({"sched-resume"})
 SCHEDULE_TRIGGERS = frozenset({"sched-trigger"})
 BULK_SIGNAL = "bulk-"
+HOLDERS = frozenset({keys.OWNER_HOLDER, keys.LEASE_HOLDER})
 
 
 @dataclass
@@ -39,6 +40,7 @@ class StoreModel:
     """The store as the journal built it, and what every write broke (by invariant)."""
 
     ownership: str
+    rejecting: frozenset[str] = frozenset()  # workflow types whose limit rejects, never queues
     store: dict[Key, bytes] = field(default_factory=dict)
     states: dict[str, WorkflowState] = field(default_factory=dict)
     schedule_runs: dict[str, list[str]] = field(default_factory=dict)
@@ -60,6 +62,7 @@ class StoreModel:
         before = {op.key: self.store.get(op.key) for op in entry.ops}
         states_before = {wf: self.states.get(wf) for wf in self._runs_touched(entry)}
         self._lease_fence(where, entry)
+        self._holders_conditional(where, entry, before)
         self._schedule_conditions(where, entry, before)
         for op in entry.ops:
             if isinstance(op, Put):
@@ -69,6 +72,7 @@ class StoreModel:
             self._index(where, op.key, op)
         for wf, old in states_before.items():
             self._frozen(where, wf, old, entry)
+            self._signals_consumed(where, wf, entry, before)
         for wf in self._suspects(entry):
             self._terminal_leaves_nothing(where, wf)
             self._holds_its_slot(where, wf)
@@ -191,6 +195,8 @@ class StoreModel:
                     f"which names {holder}",
                 )
         elif record.get("queued"):
+            if state.type in self.rejecting:
+                self.file("runs-hold-their-slot", f"{where}: {wf} of {state.type} is queued")
             queue = keys.concurrency_queue_key(state.type, key, state.created_at, wf)
             if queue not in self.store:
                 self.file("runs-hold-their-slot", f"{where}: queued {wf} has no queue entry")
@@ -215,6 +221,32 @@ class StoreModel:
                 "finished-runs-are-frozen", f"{where}: {op.key.sort} lands on {after.status} {wf}"
             )
 
+    def _signals_consumed(
+        self, where: str, wf: str, entry: JournalEntry, before: dict[Key, bytes | None]
+    ) -> None:
+        """A buffered signal leaves the store only with the step that consumes it (an op
+        record in the same batch), or with its run (a purge)."""
+        partition = keys.workflow_partition(wf)
+        gone = [
+            op.key
+            for op in entry.ops
+            if op.key.partition == partition
+            and op.key.sort.startswith(keys.SIGNAL_PREFIX)
+            and not isinstance(op, Put)
+            and before[op.key] is not None
+        ]
+        if not gone or wf not in self.states:
+            return
+        if not any(
+            isinstance(op, Put)
+            and op.key.partition == partition
+            and op.key.sort.startswith((keys.OP_PREFIX, keys.OWNER_HEAD))
+            for op in entry.ops
+        ):
+            self.file(
+                "signals-leave-consumed", f"{where}: dropped {[k.sort for k in gone]} of {wf}"
+            )
+
     def _lease_fence(self, where: str, entry: JournalEntry) -> None:
         """Under ``lease`` every engine write is fenced on the current store-wide epoch by
         its holder (the lease's own records are written on their holder bytes)."""
@@ -231,6 +263,20 @@ class StoreModel:
             self.file("no-deposed-writes", f"{where} is not fenced on the current lease epoch")
         elif held_by != entry.engine:
             self.file("no-deposed-writes", f"{where} landed while {held_by} held the lease")
+
+    def _holders_conditional(
+        self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
+    ) -> None:
+        """A claim's holder record (a run's, or the store lease's) is written only on the
+        bytes it replaces: a renewal or takeover that lost its race lands nothing."""
+        for op in entry.ops:
+            if not isinstance(op, Put) or op.key.sort not in HOLDERS:
+                continue
+            condition = next((c for c in entry.conditions if c.key == op.key), None)
+            if condition is None or condition.expected != before[op.key]:
+                self.file(
+                    "no-deposed-writes", f"{where}: holder {op.key} written without its condition"
+                )
 
     def _schedule_conditions(
         self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
@@ -275,6 +321,7 @@ class StoreModel:
             lifted = old_bytes is not None and _paused(old_bytes) and not record.paused
             if lifted and entry.action not in SCHEDULE_RESUMES:
                 self.file("schedule-pause-holds", f"{where}: lifted the pause of {record.id}")
+            self._schedule_shape(where, record)
             runs = self.schedule_runs.get(record.id, [])
             if record.fired != len(runs) or len(set(runs)) != len(runs):
                 self.file(
@@ -290,6 +337,25 @@ class StoreModel:
                         f"{where}: {record.id} ({record.spec.overlap}) started {new} with "
                         f"{sorted(set(live) - set(new))} live",
                     )
+
+    def _schedule_shape(self, where: str, record: ScheduleRecord) -> None:
+        """A paused schedule points at no fire; a live one (with no end) at its next fire,
+        one of its spec's, whose timer is stored."""
+        spec = record.spec
+        if record.paused:
+            wrong = record.next is not None or record.timer is not None
+        elif record.next is None:
+            wrong = spec.end_at is None
+        else:
+            timer = record.timer_key()
+            on_grid = spec.at_or_before(record.next) == record.next
+            wrong = not on_grid or timer is None or timer not in self.store
+        if wrong:
+            self.file(
+                "schedules-stay-armed",
+                f"{where}: {record.id} (paused {record.paused}) next {record.next}, "
+                f"timer {record.timer}",
+            )
 
 
 def _paused(raw: bytes) -> bool:

@@ -58,6 +58,8 @@ class Observer(Protocol):
 
     def finalized(self, arg: dict[str, Any], attempt: int) -> None: ...
 
+    def bounded(self, bound: int, what: str) -> None: ...
+
 
 class SimFailure(Exception):
     """The failure an activity of the workload raises on purpose."""
@@ -254,6 +256,8 @@ def build_workflows(obs: Observer) -> dict[str, WorkflowDefinition]:
     def work(arg: dict[str, Any]) -> str:
         attempt = current_activity().attempt
         obs.activity_ran(arg["wf"], arg["step"], arg["tag"], attempt)
+        if "bound" in arg:
+            obs.bounded(arg["bound"], f"{arg['wf']} step {arg['step']}")
         if arg.get("fail_always") or (arg.get("fail_first") and attempt == 1):
             raise SimFailure(f"planned failure of {arg['wf']} step {arg['step']}")
         return value_of(arg["wf"], arg["step"], arg["tag"])

@@ -19,7 +19,6 @@ from typing import Any
 
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.inspection import read_only_engine
-from weft_serverless.engine.teardown import CLAIM_TTL
 from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
@@ -27,7 +26,6 @@ from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.testing import SimulatedCrash
 from weft_serverless.testing.sim_actions import (
     ACTIONS,
-    FLOOD_PREFIX,
     INTERVENTIONS,
     SCOPES,
     ActionSpec,
@@ -37,8 +35,10 @@ from weft_serverless.testing.sim_commands import HEARTBEAT_TIMEOUT
 from weft_serverless.testing.sim_executor import Hung, SimThreads
 from weft_serverless.testing.sim_faults import FaultyStorage
 from weft_serverless.testing.sim_observer import Observing
+from weft_serverless.testing.sim_quiescence import quiesce
 from weft_serverless.testing.sim_records import Beat, Execution, JournalEntry, Scenario
 from weft_serverless.testing.sim_slots import Slot, own_activity_context
+from weft_serverless.testing.sim_steps import StepLedger
 from weft_serverless.testing.sim_store_model import StoreModel
 from weft_serverless.testing.sim_workload import SimFailure, build_workflows
 
@@ -52,10 +52,6 @@ HANG_CHANCE = 0.5  # share of first attempts of a heartbeating activity that han
 PARALLEL = (0, 2, 4)
 """``max_parallel_activities`` an engine incarnation draws: 0 runs branches one after another
 on the drive's thread (the inline path), more runs them together on ``SimThreads``."""
-LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
-TEARDOWN_LATE = LATE_PASSES + math.ceil(CLAIM_TTL / 15.0)
-"""Rounds for the timers of a run with a teardown: they wait out the teardown's claim (60 s)
-when the engine running it died (its claim on the run keeps the run's timers retained)."""
 
 
 def _workflow_of(partition: str) -> str | None:
@@ -78,7 +74,7 @@ class World(Observing):
         self.doing: list[tuple[str, list[Any]]] = []  # the actions in progress, outermost first
         self.flows = build_workflows(self)
         self.counters: dict[str, int] = dict.fromkeys(
-            ("read", "write", "start", "activity", "invocation-end"), 0
+            ("read", "write", "start", "shared", "activity", "invocation-end"), 0
         )
         self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
         self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
@@ -93,9 +89,10 @@ class World(Observing):
         self.problems: list[str] = []
         self.faults_on = True
         self.floods = 0
-        self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds
+        self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds (or more)
         self.known_runs: dict[str, None] = {}  # every run written so far, in order
         self.model: StoreModel | None = None  # the journal replayed (by the invariants)
+        self.steps: StepLedger | None = None  # the journal's steps (by the invariants)
         self._observer: Engine | None = None
 
     # -- engines -------------------------------------------------------------------------------
@@ -228,7 +225,7 @@ class World(Observing):
     def _storage_fault(self, counter: str, slot: Slot, partition: str) -> str | None:
         """The fault for this read or write; a preemption is carried out here, before it."""
         kind = self._next_fault(counter, slot)
-        if kind in ("preempt-read", "preempt-write"):
+        if kind in ("preempt-read", "preempt-write", "preempt-shared"):
             self._preempt(slot, partition, at_write=counter == "write")
             return None
         if kind == "stall-before-start":
@@ -251,7 +248,7 @@ class World(Observing):
         self.moves += 1
         with own_activity_context():
             for name, args in moves:
-                self._act(slot, name, args, scope=self.rng.choice(SCOPES))
+                self.act(slot, name, args, scope=self.rng.choice(SCOPES))
         for outer, outer_args in self.doing:  # an interrupted move may land only now
             if outer in INTERVENTIONS:
                 self.intervene(outer_args[0])
@@ -263,6 +260,10 @@ class World(Observing):
         runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
         drive, faults = self.drive_starts.get((slot.index, workflow_id), (0, 0))
         runs.append(Execution(slot.index, slot.faults, drive, self.clock_tick(), faults))
+        self._activity_fault(slot)
+
+    def _activity_fault(self, slot: Slot) -> None:
+        """The engine may die or stall inside an activity (a finalizer's too)."""
         kind = self._next_fault("activity", slot)
         if kind == "crash-in-activity":
             self.kill(slot, kind)
@@ -270,8 +271,20 @@ class World(Observing):
         if kind == "stall-in-activity" and len(self.acting) == 1:
             self._stall(slot, STALL)
 
+    def finalized(self, arg: dict[str, Any], attempt: int) -> None:
+        super().finalized(arg, attempt)
+        self._activity_fault(self.acting[-1])
+
     def beat(self, workflow_id: str, step: int, attempt: int, seen: Any) -> None:
         self.note_beat(workflow_id, step, Beat(attempt, seen, len(self.fired), self.clock_tick()))
+
+    def bounded(self, bound: int, what: str) -> None:
+        """A ``map`` item runs: no more of its step's attempts are placed than its bound."""
+        threads = self.acting[-1].threads
+        if threads is not None and threads.running:
+            placed = 1 + len(threads.queued) + len(threads.hung)
+            if placed > bound:
+                self.unbounded.append(f"{what}: {placed} attempts at once, bound {bound}")
 
     def hang(self, workflow_id: str, step: int, attempt: int) -> None:
         """A first attempt may hang for good (its thread stuck past its heartbeat timeout);
@@ -295,7 +308,7 @@ class World(Observing):
         with own_activity_context():
             for slot in self.slots:
                 if slot is not stalled:
-                    self._act(slot, "maintain", [], scope=0)
+                    self.act(slot, "maintain", [], scope=0)
 
     def clock_tick(self) -> int:
         """A sequence number for ordering what happened (drive starts, runs, operator moves)."""
@@ -310,9 +323,9 @@ class World(Observing):
     def run(self) -> None:
         for name, engine_index, scope, *args in self.scenario.actions:
             slot = self.slots[engine_index % len(self.slots)]
-            self._act(slot, name, args, scope=int(scope))
+            self.act(slot, name, args, scope=int(scope))
 
-    def _act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
+    def act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
         spec = ACTIONS[name]
         engine = self.engine(slot)
         if engine is None or slot.engine is None:  # failed to start, or died recovering
@@ -355,31 +368,9 @@ class World(Observing):
         except Exception as exc:  # anything else escaping the engine is a defect
             self.problems.append(f"{slot.engine_id} {name}: unexpected {type(exc).__name__}: {exc}")
 
-    def quiesce(self, passes: int = 12, step: float = 15.0) -> None:
-        """Stop faults, bring every engine back and let time run on, maintaining on each;
-        note every timer that stays due through ``LATE_PASSES`` rounds of passes."""
-        self.faults_on = False
-        overdue: dict[str, int] = {}
-        for _ in range(passes):
-            self.now += step
-            for slot in self.slots:
-                self._act(slot, "maintain", [], scope=0)
-            overdue = {sort: overdue.get(sort, 0) + 1 for sort in self._due_timers()}
-            for sort, rounds in overdue.items():
-                if rounds == (TEARDOWN_LATE if self._tearing_down(sort) else LATE_PASSES):
-                    self.late_timers.append(sort)
-
-    def _tearing_down(self, sort: str) -> bool:
-        wf = keys.dec(sort.split("#")[1])
-        return self.store.get(keys.teardown_key(wf)) is not None
-
-    def _due_timers(self) -> Iterator[str]:
-        """Due timers of runs that are not a flood's (a flood waits for takeovers by design)."""
-        bound = keys.timer_due_bound(self.now)
-        for shard in range(keys.TIMER_SHARDS):
-            for sort, _ in self.store.scan(keys.timer_partition(shard), lt=bound):
-                if not keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX):
-                    yield sort
+    def quiesce(self) -> None:
+        """Faults stop, every engine comes back, time runs on (``sim_quiescence``)."""
+        quiesce(self)
 
 
 __all__ = ["Scenario", "World"]
