@@ -142,8 +142,10 @@ class StoreModel:
     # -- the checks ---------------------------------------------------------------------------
 
     def _terminal_leaves_nothing(self, where: str, wf: str) -> None:
-        """A finished run keeps no wake-up, concurrency slot or queue entry; it holds no
-        claim (holder and claim-index entry) but its teardown's, while that runs."""
+        """A finished run keeps no wake-up (in a lease mode: in mode none a drive in flight
+        is not fenced, and may arm one after the run ended), concurrency slot or queue
+        entry; it holds no claim (holder and claim-index entry) but its teardown's, while
+        that runs."""
         state = self.states.get(wf)
         if state is None or state.status not in TERMINAL:
             return
@@ -151,9 +153,10 @@ class StoreModel:
         if holder is not None and decode(holder)["engine_id"] != self._tearing_down(wf):
             self.file("terminal-holds-no-claim", f"{where}: {wf} is {state.status}, still claimed")
         left = []
-        if keys.wake_key(wf) in self.store:
-            left.append("its wake-up pointer")
-        left += [f"wake-up timer {key.sort}" for key in sorted(self.wake_timers.get(wf, ()))]
+        if self.ownership != "none":  # there a drive in flight is not fenced: it may arm one
+            if keys.wake_key(wf) in self.store:
+                left.append("its wake-up pointer")
+            left += [f"wake-up timer {key.sort}" for key in sorted(self.wake_timers.get(wf, ()))]
         if keys.claim_index_key(wf) in self.store and self._tearing_down(wf) is None:
             left.append("its claim-index entry")
         left += [f"concurrency item {key.sort}" for key in self._concurrency_items(state)]

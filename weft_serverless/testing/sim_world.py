@@ -295,6 +295,7 @@ class World(Observing):
         if self.rng.random() >= HANG_CHANCE:
             return
         self.hung.append((workflow_id, step, attempt))
+        self.acting[-1].faults += 1  # a fault like a stall: its claim may lapse meanwhile
         if len(self.acting) == 1:
             self._stall(self.acting[-1], HANG)
         else:
