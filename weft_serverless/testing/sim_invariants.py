@@ -287,6 +287,8 @@ INVARIANTS: dict[str, Checker] = {
     "heartbeats-carry-over": checks.heartbeats_carry_over,
     "updates-acknowledged-are-applied": checks.acknowledged_updates_are_applied,
     "bulk-acts-once": from_model("bulk-acts-once"),
+    "bulk-writes-are-conditional": from_model("bulk-writes-are-conditional"),
+    "events-carry-their-wake-up": from_model("events-carry-their-wake-up"),
     "signals-leave-consumed": from_model("signals-leave-consumed"),
     "bulk-operations-finish-exactly": checks.bulk_operations_finish_exactly,
     "listings-match-runs": checks.listings_match_runs,

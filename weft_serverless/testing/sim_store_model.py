@@ -33,6 +33,12 @@ SCHEDULE_RESUMES = frozenset({"sched-resume"})
 SCHEDULE_TRIGGERS = frozenset({"sched-trigger"})
 BULK_SIGNAL = "bulk-"
 HOLDERS = frozenset({keys.OWNER_HOLDER, keys.LEASE_HOLDER})
+CONDITIONAL_RECORDS = {
+    keys.SCHEDULE_PARTITION: "schedule-writes-are-conditional",
+    keys.BULK_PARTITION: "bulk-writes-are-conditional",
+}
+EVENT_FAMILIES = (keys.SIGNAL_PREFIX, keys.CHILD_PREFIX, keys.ASYNC_RESULT_PREFIX)
+"""Records of events a parked run waits for."""
 
 
 @dataclass
@@ -63,7 +69,8 @@ class StoreModel:
         states_before = {wf: self.states.get(wf) for wf in self._runs_touched(entry)}
         self._lease_fence(where, entry)
         self._holders_conditional(where, entry, before)
-        self._schedule_conditions(where, entry, before)
+        self._shared_conditions(where, entry, before)
+        self._wake_ups_with_events(where, entry)
         for op in entry.ops:
             if isinstance(op, Put):
                 self.store[op.key] = op.value
@@ -281,19 +288,41 @@ class StoreModel:
                     "no-deposed-writes", f"{where}: holder {op.key} written without its condition"
                 )
 
-    def _schedule_conditions(
+    def _shared_conditions(
         self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
     ) -> None:
-        """Every write of a schedule record is conditioned on the bytes it replaces."""
+        """Every write of a schedule's or a bulk operation's record is conditioned on the
+        bytes it replaces: two engines never both move one on."""
         for op in entry.ops:
-            if op.key.partition != keys.SCHEDULE_PARTITION:
+            invariant = CONDITIONAL_RECORDS.get(op.key.partition)
+            if invariant is None:
                 continue
             condition = next((c for c in entry.conditions if c.key == op.key), None)
             if condition is None or condition.expected != before[op.key]:
                 self.file(
-                    "schedule-writes-are-conditional",
-                    f"{where}: schedule {keys.dec(op.key.sort)} written without a condition "
-                    "on the record it replaces",
+                    invariant,
+                    f"{where}: {keys.dec(op.key.sort)} written without a condition on the "
+                    "record it replaces",
+                )
+
+    def _wake_ups_with_events(self, where: str, entry: JournalEntry) -> None:
+        """A write that stores an event a parked run waits for (a signal, a child's end, an
+        async completion) arms a timer that wakes the run in the same batch: the process
+        that wrote it may die before it drives the run (ADR 0009)."""
+        woken = {
+            str(decode(op.value).get("wf"))
+            for op in entry.ops
+            if isinstance(op, Put) and op.key.partition.startswith("timers#")
+        }
+        for op in entry.ops:
+            if not isinstance(op, Put) or not op.key.sort.startswith(EVENT_FAMILIES):
+                continue
+            if not op.key.partition.startswith("wf#"):
+                continue
+            wf = keys.dec(op.key.partition[3:])
+            if wf not in woken:
+                self.file(
+                    "events-carry-their-wake-up", f"{where}: {op.key.sort} of {wf} wakes nothing"
                 )
 
     def _schedules(
