@@ -60,8 +60,8 @@ def _ledger(world: World) -> StepLedger:
 
 def activities_run_once_more_than_faults(world: World) -> list[str]:
     """An attempt re-runs only after a fault hit the engine that ran it, or hit the engine
-    running it again during that drive (a stalled engine's queued branch runs late; its
-    commit is fenced out), or after the operator suspended, resumed or retried the run while
+    of either run during its drive (a stalled engine's queued branch runs late; its commit
+    is fenced out, so the next run is not a second one), or after the operator suspended, resumed or retried the run while
     that run's drive was in flight (a drive that starts after such a move must see it: a
     queued drive trusting an old claim is a defect).
 
@@ -75,9 +75,10 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     problems = []
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in itertools.pairwise(runs):
-            # A fault on the engine of the first run since it ran, or on the engine of the
-            # second during its drive (a stalled drive's attempt runs late: it is fenced out).
+            # A fault on the engine of the first run since it ran, or on the engine of either
+            # run during its drive (a stalled drive's attempt runs late: it is fenced out).
             hit = world.slots[before.slot].faults > before.slot_faults
+            hit = hit or before.slot_faults > before.drive_faults
             hit = hit or again.slot_faults > again.drive_faults
             moved = any(
                 before.drive_start < tick < again.tick for tick in interventions.get(wf, [])
