@@ -123,10 +123,17 @@ def _child_arg(rng: random.Random, depth: int = 0) -> list[Any]:
 
 
 def _fit_continue(arg: list[Any]) -> list[Any]:
-    """A program that continues as new may leave no request-cancel child open."""
-    if any(name == "continue" for name, _ in arg[1]):
-        arg[1] = [_no_open_child(entry) for entry in arg[1]]
+    """A child whose program continues as new leaves no request-cancel child open."""
+    arg[1] = fit_continue(arg[1])
     return arg
+
+
+def fit_continue(program: list[list[Any]]) -> list[list[Any]]:
+    """A program that continues as new starts no request-cancel child (an open one would
+    refuse the continue): those become ``abandon``."""
+    if any(name == "continue" for name, _ in program):
+        return [_no_open_child(entry) for entry in program]
+    return program
 
 
 def _no_open_child(entry: list[Any]) -> list[Any]:
@@ -183,7 +190,7 @@ def random_program(rng: random.Random, length: int) -> list[list[Any]]:
         if name == "child" and not CHILD_AFTER_UPDATE_ON and ["update", None] in program:
             name = "act"
         program.append(_entry(rng, name))
-    return _fit_continue(["", program])[1]  # type: ignore[no-any-return]
+    return fit_continue(program)
 
 
 def sim_workflow(ctx: Any, spec: dict[str, Any]) -> Gen:
