@@ -63,8 +63,7 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     of either run during its drive (a stalled engine's queued branch runs late; its commit
     is fenced out, so the next run is not a second one), or after the operator suspended,
     resumed or retried the run while that run's drive was in flight (a drive that starts
-    after such a move must see it: a
-    queued drive trusting an old claim is a defect).
+    after such a move must see it: a queued drive trusting an old claim is a defect).
 
     Not promised in mode none with several engines (any engine may drive any run there).
     """
