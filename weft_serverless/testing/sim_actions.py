@@ -163,6 +163,31 @@ def _run_advance(world: Stage, engine: Engine, args: list[Any]) -> None:
     world.now += float(args[0])
 
 
+EDGES = {"exact": 0.0, "noise": -5e-7, "under-a-ms": -4e-4}
+"""Where ``advance-edge`` puts an engine's clock against the next timer: on it, below it by
+float rounding (engine clocks add offsets), or under a millisecond below it."""
+
+
+def _draw_edge(rng: random.Random, drawn: Drawn) -> list[Any]:
+    return [rng.choice(list(EDGES))]
+
+
+def _run_edge(world: Stage, engine: Engine, args: list[Any]) -> None:
+    """Time moves to the edge of the earliest timer not due yet, on this engine's clock, and
+    the engine runs a pass: timers compare whole milliseconds, and nothing fires early."""
+    bound = keys.timer_due_bound(world.now)
+    dues = [
+        keys.timer_due_of(sort)
+        for shard in range(keys.TIMER_SHARDS)
+        for sort, _ in world.store.scan(keys.timer_partition(shard), gte=bound, limit=1)
+    ]
+    if not dues:
+        return
+    skew = engine.runtime.clock() - world.now
+    world.now = max(world.now, min(dues) + EDGES[args[0]] - skew)
+    engine.run_maintenance(max_timers=PASS_CAP)
+
+
 def _run_crash(world: Stage, engine: Engine, args: list[Any]) -> None:
     world.crash_acting("crash between actions")
 
@@ -220,6 +245,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "complete": ActionSpec(1, _draw_complete, _run_complete),
     "maintain": ActionSpec(4, _nothing, _run_maintenance),
     "advance": ActionSpec(4, _draw_advance, _run_advance),
+    "advance-edge": ActionSpec(0.6, _draw_edge, _run_edge),
     "crash": ActionSpec(0.3, _nothing, _run_crash),
     # More due timers in one shard than a maintenance pass reads (see FLOOD_WEIGHT).
     "flood": ActionSpec(FLOOD_WEIGHT, _draw_flood, _run_flood),

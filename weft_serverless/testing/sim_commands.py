@@ -105,6 +105,12 @@ def race(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
         state["sigs"].append(value)
 
 
+def race_activity(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
+    """An activity racing a sleep: with branches together the sleep parks first, and the
+    activity wins (unless time moves on meanwhile) and takes the sleep's timer with it."""
+    yield ctx.race(ctx.run("work", work(ctx, step, "r")), ctx.sleep(arg))
+
+
 def saga(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
     def body(saga: Any) -> Gen:
         yield from saga.run("work", work(ctx, step, "s1"), compensate="undo", retry=ONCE)

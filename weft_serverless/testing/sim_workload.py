@@ -156,6 +156,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "map": CommandSpec(0.8, lambda rng: [rng.randint(2, 4), rng.randint(1, 2)], cmd.map_of, _never),
     "nest": CommandSpec(0.6, lambda rng: rng.choice(["all", "race"]), cmd.nested, _never),
     "race": CommandSpec(1, _seconds(1.0, 6.0), cmd.race, _never),
+    "race-act": CommandSpec(0.8, _seconds(2.0, 8.0), cmd.race_activity, _never),
     "saga": CommandSpec(0.7, lambda rng: rng.choice(["ok", "fail"]), cmd.saga, _never),
     "async": CommandSpec(1, _none, cmd.ask, _async_parked_ok),
     "idempotent": CommandSpec(1, _none, cmd.idempotent, _never),
