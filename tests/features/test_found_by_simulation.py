@@ -6,7 +6,7 @@ docs/decisions/0047-simulation-covers-the-engine.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from feature_support import KeyCrash, expect_crash, puts_op
 
 from weft_serverless import (
     BulkOperation,
+    Concurrency,
     Engine,
     EngineLeaseLostError,
     MemoryStorage,
@@ -23,8 +24,9 @@ from weft_serverless import (
 )
 from weft_serverless.codec import decode
 from weft_serverless.engine import control
+from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op
+from weft_serverless.storage.base import Condition, Op, SortRange
 from weft_serverless.testing import (
     CrashingStorage,
     DelegatingStorage,
@@ -262,3 +264,71 @@ def test_a_resumed_run_keeps_one_wake_up() -> None:
         for _, value in store.scan(keys.timer_partition(shard))
     ]
     assert [t["kind"] for t in timers if t["wf"] == "j-1"] == []
+
+
+def _holds_its_slot(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("done"))
+
+
+def _starts_a_limited_child(ctx: Any, _: Any) -> Any:
+    child = yield ctx.start_child("limited", None, id="kid", parent_close_policy="abandon")
+    got = yield ctx.wait_for_signal("go")
+    return [child, got]
+
+
+@pytest.mark.filterwarnings("ignore::weft_serverless.WorkflowWakeDiscarded")
+def test_a_step_committed_again_after_a_retry_outranks_the_head_s_old_one() -> None:
+    """``liveness``: a failed step committed on the run's head, forgotten by ``retry`` and
+    committed again by a batch (a child's start) left the head naming the old failed record;
+    readers took the head's record over the slot's newer item, so a fresh engine replayed
+    the failure and failed the run again."""
+    limited = workflow("limited", concurrency=Concurrency(1, on_limit="reject"))
+    flows = {
+        "limited": limited.execute(_holds_its_slot),
+        "parent": workflow("parent").execute(_starts_a_limited_child),
+    }
+    te = TestEngine(flows, ownership="workflow-lease")
+    te.start("limited", id="holder")  # takes the only slot
+    te.start("parent", id="p-1")  # its child is rejected: the run fails
+    assert te.describe("p-1").status == "failed"
+    te.signal("holder", "done", None)  # the slot frees
+    te.retry("p-1")  # the child starts now, in the batch that records the step again
+    assert te.describe("p-1").status == "running"
+    te.crash()
+    te.recover()  # a fresh engine: it replays the run from the store once it claims it
+    te.signal("p-1", "go", 1)
+    te.advance(120)  # the dead engine's claims expire and are taken over
+    assert te.describe("p-1").result == ["kid", 1]
+
+
+class _BusyOnce(DelegatingStorage):
+    """The first read of a concurrency key's slots finds the store unavailable."""
+
+    def __init__(self, inner: MemoryStorage) -> None:
+        super().__init__(inner)
+        self.busy = True
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        if self.busy and partition.startswith("conc#"):
+            self.busy = False
+            raise StorageUnavailableError("the store did not answer")
+        return super()._scan(partition, rng, limit, reverse)
+
+
+def test_a_child_start_the_store_did_not_answer_is_tried_again() -> None:
+    """``failures-are-planned``: a transient storage error while a child's start read its
+    concurrency key was recorded as the child failing to start, so the parent failed for
+    good; it now fails the drive, and the run's wake-up starts the child later."""
+    limited = workflow("limited", concurrency=Concurrency(1, on_limit="reject"))
+    flows = {
+        "limited": limited.execute(_holds_its_slot),
+        "parent": workflow("parent").execute(_starts_a_limited_child),
+    }
+    store = MemoryStorage()
+    te = TestEngine(flows, storage=_BusyOnce(store))
+    te.start("parent", id="p-1")  # the drive fails; the start stands
+    te.advance(61)  # the wake-up's grace
+    te.signal("p-1", "go", 2)
+    assert te.describe("p-1").result == ["kid", 2]

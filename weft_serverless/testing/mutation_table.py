@@ -403,5 +403,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "race (branches together)",
         "a race won by an activity leaves its run no way forward after a crash",
     ),
+    Mutation(
+        "found-head-outranks-recommit",
+        "engine/run_head.py",
+        "return int(item.get(FENCE_EPOCH, 0)) > int(record.get(FENCE_EPOCH, 0))",
+        "return bool(item.get(TOMBSTONE)) and int(item.get(FENCE_EPOCH, 0)) > int("
+        "record.get(FENCE_EPOCH, 0))",
+        "retry (workflow-lease heads)",
+        "a step committed again after a retry is shadowed by the head's old record",
+    ),
+    Mutation(
+        "found-child-start-transient-fails",
+        "engine/lifecycle.py",
+        "    except StorageUnavailableError:",
+        "    except KeyboardInterrupt:",
+        "children (transient errors)",
+        "a child start the store did not answer fails its parent for good",
+    ),
 )
 """Every mutation the loop applies, one at a time."""

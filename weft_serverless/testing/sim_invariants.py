@@ -153,7 +153,7 @@ def every_run_has_a_way_forward(world: World) -> list[str]:
     """At quiescence every run is terminal, suspended, or parked on a wait nobody satisfied."""
     states = _states(world)
     world.live_children = {
-        wf for wf, s in states.items() if s.status not in TERMINAL and ".c" in wf
+        wf: s.status for wf, s in states.items() if s.status not in TERMINAL and ".c" in wf
     }
     observer = _observer(world)
     problems = []
@@ -243,7 +243,8 @@ PLANNED = ("SimFailure", "refused")
 
 
 def failures_are_planned(world: World) -> list[str]:
-    """A run fails only because the workload made an activity fail, or a child failed."""
+    """A run fails only because the workload made an activity fail, a child failed, or a
+    child of a rejecting type found its limit full (no other reason not to start one)."""
     states = _states(world)
     problems = []
     for wf, state in states.items():
@@ -254,10 +255,14 @@ def failures_are_planned(world: World) -> list[str]:
         if error.get("type") == "ActivityFailedError" and any(p in message for p in PLANNED):
             continue
         if error.get("type") == "ChildWorkflowFailedError":
-            child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
-            child_state = states.get(child) if child else None
-            if child_state is None or child_state.status in TERMINAL - {"completed"}:
-                continue
+            if "not-started" in message:
+                if "WorkflowConcurrencyLimitExceededError" in message:
+                    continue  # a child of a rejecting type beyond its limit: planned
+            else:
+                child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
+                child_state = states.get(child) if child else None
+                if child_state is None or child_state.status in TERMINAL - {"completed"}:
+                    continue
         problems.append(f"{wf} failed for no planned reason: {error.get('type')}: {message}")
     return problems
 

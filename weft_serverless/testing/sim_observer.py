@@ -32,7 +32,8 @@ class Observing:
         self.overdue: list[str] = []
         self.unbounded: list[str] = []  # maps that ran more attempts at once than their bound
         self._ledger: dict[str, Any] = {}
-        self.live_children: set[str] = set()  # filled by the liveness check before it asks
+        # child id -> status of children not finished, filled by the liveness check
+        self.live_children: dict[str, str] = {}
 
     def async_token(self, workflow_id: str, step: int, token: str) -> None:
         self.tokens.append((workflow_id, step, token))
@@ -53,6 +54,9 @@ class Observing:
 
     def child_live(self, child_id: str) -> bool:
         return child_id in self.live_children
+
+    def child_pending(self, child_id: str) -> bool:
+        return self.live_children.get(child_id) == "pending"
 
     def finalized(self, arg: dict[str, Any], attempt: int) -> None:
         key = (str(arg["wf"]), int(arg["run"]), int(arg["pos"]))

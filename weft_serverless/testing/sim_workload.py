@@ -52,6 +52,8 @@ class Observer(Protocol):
 
     def child_live(self, child_id: str) -> bool: ...
 
+    def child_pending(self, child_id: str) -> bool: ...
+
     def beat(self, workflow_id: str, step: int, attempt: int, seen: Any) -> None: ...
 
     def hang(self, workflow_id: str, step: int, attempt: int) -> None: ...
@@ -98,7 +100,10 @@ def _update_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
 
 
 def _child_parked_ok(obs: Observer, wf: str, where: Where, arg: Any) -> bool:
-    return arg[0] == "await" and obs.child_live(f"{wf}.c{where.step}")
+    """An awaited child still running, or any child not started yet (queued for a slot):
+    the step gives a non-awaited child's id once it has started."""
+    child = f"{wf}.c{where.step}"
+    return (arg[0] == "await" and obs.child_live(child)) or obs.child_pending(child)
 
 
 def _async_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
