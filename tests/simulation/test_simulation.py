@@ -8,7 +8,7 @@ is the harness's shrunk reproduction, a one-line ``--replay`` command. See docs/
 
 The other tests pin the harness itself: a seed replays exactly, a planted defect is found,
 shrunk, and reproduced by the printed line, and every snippet of the mutation table
-(``weft_serverless.testing.mutation_table``) still names one code site.
+(``mutation_table`` and ``mutation_regressions``) still names one code site.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 from weft_serverless.storage import keys
 from weft_serverless.testing import simulate
-from weft_serverless.testing.mutation_table import MUTATIONS, Mutation
-from weft_serverless.testing.mutations import snippet_count
+from weft_serverless.testing.mutation_table import Mutation
+from weft_serverless.testing.mutations import MUTATIONS, snippet_count
 from weft_serverless.testing.sim_records import Scenario
 
 CHUNK = 100  # seeds per test item, so a failure names a small range

@@ -28,9 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from weft_serverless.testing.mutation_table import MUTATIONS, Mutation
+from weft_serverless.testing.mutation_regressions import REGRESSIONS
+from weft_serverless.testing.mutation_table import MUTATIONS as PLANTED
+from weft_serverless.testing.mutation_table import Mutation
 
 PACKAGE = Path(__file__).resolve().parent.parent
+MUTATIONS: tuple[Mutation, ...] = (*PLANTED, *REGRESSIONS)
+"""The whole table: the planted defects, then the reverted fixes."""
 BUDGET = 45.0
 """Seconds of seeds (from seed 0, on one core) within which every mutation must be found:
 counted in CPU time, so a busy machine does not shorten it."""

@@ -16,11 +16,10 @@ from typing import Any
 from weft_serverless.codec import decode
 from weft_serverless.engine.records import TERMINAL, WorkflowState
 from weft_serverless.engine.run_head import FENCE_EPOCH
-from weft_serverless.engine.schedules.firing import SCHEDULE_FIELD
-from weft_serverless.engine.schedules.record import ScheduleRecord
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
 from weft_serverless.testing.sim_records import JournalEntry
+from weft_serverless.testing.sim_store_schedules import check_schedules
 
 FROZEN_FAMILIES = (
     keys.OP_PREFIX,
@@ -29,8 +28,6 @@ FROZEN_FAMILIES = (
     keys.UPDATE_APPLIED_PREFIX,
 )
 """Records of a run's progress: none lands on a run that stays finished."""
-SCHEDULE_RESUMES = frozenset({"sched-resume"})
-SCHEDULE_TRIGGERS = frozenset({"sched-trigger"})
 BULK_SIGNAL = "bulk-"
 HOLDERS = frozenset({keys.OWNER_HOLDER, keys.LEASE_HOLDER})
 CONDITIONAL_RECORDS = {
@@ -83,7 +80,7 @@ class StoreModel:
         for wf in self._suspects(entry):
             self._terminal_leaves_nothing(where, wf)
             self._holds_its_slot(where, wf)
-        self._schedules(where, entry, before, states_before)
+        check_schedules(self, where, entry, before, states_before)
 
     # -- what a write touches ---------------------------------------------------------------
 
@@ -324,78 +321,6 @@ class StoreModel:
                 self.file(
                     "events-carry-their-wake-up", f"{where}: {op.key.sort} of {wf} wakes nothing"
                 )
-
-    def _schedules(
-        self,
-        where: str,
-        entry: JournalEntry,
-        before: dict[Key, bytes | None],
-        states_before: dict[str, WorkflowState | None],
-    ) -> None:
-        """A fire starts one run per fire time and counts it; nothing starts while paused
-        but a trigger; a pause is lifted only by a resume; a schedule that does not allow
-        overlap has one live run at most."""
-        started: dict[str, list[str]] = {}
-        for wf, old in states_before.items():
-            state = self.states.get(wf)
-            sid = None if state is None else state.extra.get(SCHEDULE_FIELD)
-            if old is None and sid is not None and state is not None:
-                started.setdefault(str(sid), []).append(wf)
-        for sid, runs in started.items():
-            previous = before.get(keys.schedule_key(sid))
-            if previous is not None and _paused(previous) and entry.action not in SCHEDULE_TRIGGERS:
-                self.file("schedule-pause-holds", f"{where}: paused {sid} started {runs}")
-            self.schedule_runs.setdefault(sid, []).extend(runs)
-        for key, old_bytes in before.items():
-            if key.partition != keys.SCHEDULE_PARTITION or key not in self.store:
-                continue
-            record = ScheduleRecord.from_bytes(self.store[key])
-            lifted = old_bytes is not None and _paused(old_bytes) and not record.paused
-            if lifted and entry.action not in SCHEDULE_RESUMES:
-                self.file("schedule-pause-holds", f"{where}: lifted the pause of {record.id}")
-            self._schedule_shape(where, record)
-            runs = self.schedule_runs.get(record.id, [])
-            if record.fired != len(runs) or len(set(runs)) != len(runs):
-                self.file(
-                    "schedule-fires-once",
-                    f"{where}: {record.id} counts {record.fired} fires, started {runs}",
-                )
-            new = started.get(record.id, [])
-            if new and record.spec.overlap != "allow":
-                live = [wf for wf in set(runs) if _live(self.states.get(wf))]
-                if len(live) > len(new):
-                    self.file(
-                        "schedule-fires-once",
-                        f"{where}: {record.id} ({record.spec.overlap}) started {new} with "
-                        f"{sorted(set(live) - set(new))} live",
-                    )
-
-    def _schedule_shape(self, where: str, record: ScheduleRecord) -> None:
-        """A paused schedule points at no fire; a live one (with no end) at its next fire,
-        one of its spec's, whose timer is stored."""
-        spec = record.spec
-        if record.paused:
-            wrong = record.next is not None or record.timer is not None
-        elif record.next is None:
-            wrong = spec.end_at is None
-        else:
-            timer = record.timer_key()
-            on_grid = spec.at_or_before(record.next) == record.next
-            wrong = not on_grid or timer is None or timer not in self.store
-        if wrong:
-            self.file(
-                "schedules-stay-armed",
-                f"{where}: {record.id} (paused {record.paused}) next {record.next}, "
-                f"timer {record.timer}",
-            )
-
-
-def _paused(raw: bytes) -> bool:
-    return bool(decode(raw).get("paused"))
-
-
-def _live(state: WorkflowState | None) -> bool:
-    return state is not None and state.status not in TERMINAL
 
 
 def _written_out(op: Put) -> bool:
