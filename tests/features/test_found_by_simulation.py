@@ -332,3 +332,34 @@ def test_a_child_start_the_store_did_not_answer_is_tried_again() -> None:
     te.advance(61)  # the wake-up's grace
     te.signal("p-1", "go", 2)
     assert te.describe("p-1").result == ["kid", 2]
+
+
+def _works(ctx: Any, _: Any) -> Any:
+    return (yield ctx.run("work"))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_an_engine_whose_lease_lapsed_runs_no_activity() -> None:
+    """``activity-runs-once-more-than-faults`` (lease): an engine that had not renewed the
+    store-wide lease for longer than it lasts (another engine holds the store by then)
+    drove a run and ran its activity before its first write found the lease lost; it now
+    renews a lease that may have lapsed before an activity, and stops when refused."""
+    store, clock = MemoryStorage(), VirtualClock()
+    ran: list[str] = []
+    work = workflow("job").activities(work=lambda: ran.append("work"))
+    flows = {"job": work.execute(_works)}
+    options: dict[str, Any] = {
+        "ownership": "lease",
+        "lease_ttl": 3.0,
+        "lease_renew_interval": 1.0,
+        "background_tasks": "manual",
+        "clock": clock,
+    }
+    first = Engine.create(store, flows, engine_id="first", **options)
+    with first.invocation(time_left=lambda: 0.0):  # no time: the step waits for later
+        first.start("job", id="j-1")
+    clock.advance(10.0)  # nothing renewed the lease: it lapsed
+    Engine.create(store, flows, engine_id="second", recover=False, **options)  # takes it
+    with pytest.raises(EngineLeaseLostError):
+        first.resume("j-1")  # a drive with no write before the activity
+    assert ran == []

@@ -82,5 +82,13 @@ REGRESSIONS: tuple[Mutation, ...] = (
         "children (transient errors)",
         "a child start the store did not answer fails its parent for good",
     ),
+    Mutation(
+        "found-lapsed-lease-runs-activity",
+        "engine/ownership/store_lease.py",
+        "if self.host.now() < self.renewed_at + self.timing.ttl - self.timing.renew_interval:",
+        "if True:",
+        "store-wide lease (lapsed)",
+        "an engine whose lease lapsed runs an activity another engine runs too",
+    ),
 )
 """Every fix the simulation led to, reverted one at a time."""

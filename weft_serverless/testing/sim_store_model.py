@@ -50,6 +50,7 @@ class StoreModel:
     acted: dict[Key, int] = field(default_factory=dict)  # bulk signal ids and retry markers
     concurrency: dict[str, dict[Key, str]] = field(default_factory=dict)  # partition: item: run
     wake_timers: dict[str, set[Key]] = field(default_factory=dict)  # run: its wake timers
+    moved: dict[str, set[Key]] = field(default_factory=dict)  # run or schedule: moved timers
     problems: dict[str, list[str]] = field(default_factory=dict)
 
     def walk(self, journal: Sequence[JournalEntry]) -> StoreModel:
@@ -133,15 +134,20 @@ class StoreModel:
                 self.file("bulk-acts-once", f"{where}: {key} acted on a second time")
 
     def _index_timer(self, key: Key, op: Any) -> None:
+        """Note wake-up timers, and timers a capped pass moved (``n``): those left behind
+        the record that points at them (a run's wake-up pointer, a schedule's ``timer``);
+        they still wake what they wake, once (docs/simulation.md)."""
         if isinstance(op, Put):
             timer = decode(op.value)
-            # A wake-up a capped pass moved (``n``) left the run's pointer behind: the run
-            # cannot name it, and it fires once for nothing (docs/simulation.md).
-            if timer.get("kind") == "wake" and not timer.get("n"):
-                self.wake_timers.setdefault(str(timer["wf"]), set()).add(key)
+            owner = str(timer["wf"])
+            if timer.get("n"):
+                self.moved.setdefault(owner, set()).add(key)
+            elif timer.get("kind") == "wake":
+                self.wake_timers.setdefault(owner, set()).add(key)
             return
-        wf = keys.dec(key.sort.split("#")[1])
-        self.wake_timers.get(wf, set()).discard(key)
+        owner = keys.dec(key.sort.split("#")[1])
+        self.wake_timers.get(owner, set()).discard(key)
+        self.moved.get(owner, set()).discard(key)
 
     # -- the checks ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ class ScheduleModel(Protocol):
     store: dict[Key, bytes]
     states: dict[str, WorkflowState]
     schedule_runs: dict[str, list[str]]
+    moved: dict[str, set[Key]]
 
     def file(self, invariant: str, line: str) -> None: ...
 
@@ -80,7 +81,7 @@ def check_schedules(
 
 def _schedule_shape(model: ScheduleModel, where: str, record: ScheduleRecord) -> None:
     """A paused schedule points at no fire; a live one (with no end) at its next fire,
-    one of its spec's, whose timer is stored."""
+    one of its spec's, whose timer is stored (or was moved on by a capped pass)."""
     spec = record.spec
     if record.paused:
         wrong = record.next is not None or record.timer is not None
@@ -89,7 +90,8 @@ def _schedule_shape(model: ScheduleModel, where: str, record: ScheduleRecord) ->
     else:
         timer = record.timer_key()
         on_grid = spec.at_or_before(record.next) == record.next
-        wrong = not on_grid or timer is None or timer not in model.store
+        armed = timer is not None and (timer in model.store or model.moved.get(record.id))
+        wrong = not on_grid or not armed
     if wrong:
         model.file(
             "schedules-stay-armed",
