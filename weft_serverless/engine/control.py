@@ -74,7 +74,12 @@ def _transition(
             return state, None
         target = to_status if isinstance(to_status, str) else to_status(state)
         new_fields = fields(state) if fields else None
-        closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))
+        # A running run's drive may start a child between a read of its children and this
+        # batch (nothing a child's start writes is in it): its end always closes children,
+        # read once it has landed (inline, and by the close-children timer, due at once).
+        closing = target in TERMINAL and (
+            state.status == RUNNING or bool(children_to_close(rt, workflow_id))
+        )
         registered: finalizers.Registered = []
         no_later: list[Condition] = []  # a registration landing after the read fails the CAS
         if target in finalizers.ENDS:
