@@ -6,7 +6,7 @@ docs/decisions/0047-simulation-covers-the-engine.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -97,7 +97,7 @@ def test_a_run_ended_from_outside_keeps_no_wake_up(end: str) -> None:
         for shard in range(keys.TIMER_SHARDS)
         for _, value in store.scan(keys.timer_partition(shard))
     ]
-    assert [t for t in timers if t["wf"] == "j-1"] == []
+    assert [t for t in timers if t["wf"] == "j-1" and t["kind"] == "wake"] == []
 
 
 def _done(ctx: Any, _: Any) -> Any:
@@ -363,3 +363,61 @@ def test_an_engine_whose_lease_lapsed_runs_no_activity() -> None:
     with pytest.raises(EngineLeaseLostError):
         first.resume("j-1")  # a drive with no write before the activity
     assert ran == []
+
+
+def _waits_for_its_child(ctx: Any, _: Any) -> Any:
+    yield ctx.wait_for_signal("go")
+    return (yield ctx.start_child("kid", None, id="p-1.kid"))
+
+
+def _kid(ctx: Any, _: Any) -> Any:
+    return (yield ctx.wait_for_signal("never"))
+
+
+class _AtTheFinalizersRead(DelegatingStorage):
+    """Calls ``hook`` once, right after a scan of ``p-1``'s finalizer registrations: a move
+    from outside reads them after the run's children, and before its owner records."""
+
+    def __init__(self, inner: MemoryStorage, hook: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.hook, self.called = hook, False
+
+    def _scan(
+        self, partition: str, rng: SortRange, limit: int | None, reverse: bool
+    ) -> Iterator[tuple[str, bytes]]:
+        rows = list(super()._scan(partition, rng, limit, reverse))
+        prefix = rng.low or ""
+        ours = partition == keys.workflow_partition("p-1")
+        if not self.called and ours and prefix.startswith(keys.FINALIZER_PREFIX):
+            self.called = True
+            self.hook()
+        return iter(rows)
+
+
+def test_a_child_started_while_its_parent_times_out_is_closed() -> None:
+    """``children-follow-parent``: a time-out read the parent's children, then the parent's
+    drive (on another engine) started an awaited child, then the time-out landed: nothing
+    in it named the child, so the child ran on after its parent ended. A running run's end
+    from outside now always closes children, read once it has landed."""
+    store, clock = MemoryStorage(), VirtualClock()
+    flows = {
+        "parent": workflow("parent").execute(_waits_for_its_child),
+        "kid": workflow("kid").execute(_kid),
+    }
+    options: dict[str, Any] = {
+        "ownership": "workflow-lease",
+        "background_tasks": "manual",
+        "clock": clock,
+    }
+    driver = Engine.create(store, flows, engine_id="driver", **options)
+    with driver.invocation():
+        driver.start("parent", id="p-1")  # parks on its signal; the claim is released
+    racing = _AtTheFinalizersRead(store, lambda: driver.signal("p-1", "go"))
+    other = Engine.create(racing, flows, engine_id="other", recover=False, **options)
+    assert control.time_out(other.runtime, "p-1")  # as its deadline timer does
+    assert racing.called
+    for _ in range(3):
+        clock.advance(15.0)
+        other.run_maintenance()
+    assert driver.describe("p-1").status == "timed-out"
+    assert driver.describe("p-1.kid").status == "cancelled"

@@ -90,5 +90,13 @@ REGRESSIONS: tuple[Mutation, ...] = (
         "store-wide lease (lapsed)",
         "an engine whose lease lapsed runs an activity another engine runs too",
     ),
+    Mutation(
+        "found-end-misses-new-child",
+        "engine/control.py",
+        "            state.status == RUNNING or bool(children_to_close(rt, workflow_id))",
+        "            bool(children_to_close(rt, workflow_id))",
+        "children (parent ended from outside)",
+        "a child started while its parent is cancelled or timed out runs on",
+    ),
 )
 """Every fix the simulation led to, reverted one at a time."""

@@ -67,8 +67,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "cancel-skips-close-policy",
         "engine/control.py",
-        "closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))",
-        "closing = False",
+        "closing = target in TERMINAL and (",
+        "closing = False and (",
         "children",
         "a cancelled parent leaves its awaited and request-cancel children running",
     ),
