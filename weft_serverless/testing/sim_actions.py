@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless.engine.engine import Engine
+from weft_serverless.engine.records import TERMINAL, WorkflowState
 from weft_serverless.storage import keys
+from weft_serverless.storage.base import Storage
 from weft_serverless.testing import sim_operations as ops
 from weft_serverless.testing.sim_faults import FaultyStorage
 from weft_serverless.testing.sim_operations import Drawn, Stage
@@ -132,6 +134,23 @@ def _operator(method: str) -> Callable[[Stage, Engine, list[Any]], None]:
     return run
 
 
+def _draw_finished(rng: random.Random, drawn: Drawn) -> list[Any]:
+    return [rng.randrange(1000)]
+
+
+def _run_purge(world: Stage, engine: Engine, args: list[Any]) -> None:
+    """Purge one of the runs finished now (a purge of a running one is refused, and the
+    partition's deletes after the state's are what a purge can get wrong)."""
+    finished = [wf for wf in world.known_runs if _finished(world.store, wf)]
+    if finished:
+        engine.purge(finished[args[0] % len(finished)])
+
+
+def _finished(store: Storage, wf: str) -> bool:
+    data = store.get(keys.state_key(wf))
+    return data is not None and WorkflowState.from_bytes(data).status in TERMINAL
+
+
 def _run_query(world: Stage, engine: Engine, args: list[Any]) -> None:
     engine.query(args[0], "where")
 
@@ -241,7 +260,7 @@ ACTIONS: dict[str, ActionSpec] = {
     "suspend": ActionSpec(0.4, _draw_wf, _operator("suspend")),
     "resume": ActionSpec(0.6, _draw_wf, _operator("resume")),
     "retry": ActionSpec(0.5, _draw_wf, _operator("retry")),
-    "purge": ActionSpec(0.3, _draw_wf, _operator("purge")),
+    "purge": ActionSpec(0.3, _draw_finished, _run_purge),
     "complete": ActionSpec(1, _draw_complete, _run_complete),
     "maintain": ActionSpec(4, _nothing, _run_maintenance),
     "advance": ActionSpec(4, _draw_advance, _run_advance),
