@@ -231,6 +231,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a queued run that ends keeps its queue entry",
     ),
     Mutation(
+        "freed-slot-wakes-no-queue",
+        "engine/concurrency.py",
+        'if record.get("queue"):\n            ops.append(arm_admit',
+        "if False:\n            ops.append(arm_admit",
+        "concurrency queue (crash)",
+        "a freed slot arms no admit timer: a crash before the inline admission strands the queue",
+    ),
+    Mutation(
         "continue-drops-parent",
         "engine/continuation.py",
         "        parent=state.parent,",

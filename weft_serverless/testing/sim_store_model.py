@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.engine.records import TERMINAL, WorkflowState
+from weft_serverless.engine import concurrency
+from weft_serverless.engine.concurrency import is_queued
+from weft_serverless.engine.records import FAILED, PENDING, TERMINAL, WorkflowState
 from weft_serverless.engine.run_head import FENCE_EPOCH
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
@@ -75,6 +77,7 @@ class StoreModel:
             else:
                 self.store.pop(op.key, None)
             self._index(where, op.key, op)
+        self._freed_slots_wake_their_queue(where, entry)
         for wf, old in states_before.items():
             self._frozen(where, wf, old, entry)
             self._signals_consumed(where, wf, entry, before)
@@ -218,10 +221,17 @@ class StoreModel:
         self, where: str, wf: str, before: WorkflowState | None, entry: JournalEntry
     ) -> None:
         """No step, pending, attempt or update record lands on a run that was finished
-        before the write and still is (under a lease mode: mode none fences no drive)."""
+        before the write and still is, and a finished run leaves its end only from failed
+        (a retry) (under a lease mode: mode none fences no drive)."""
         after = self.states.get(wf)
         if self.ownership == "none" or before is None or after is None:
             return
+        if before.status in TERMINAL and after.status not in TERMINAL and before.status != FAILED:
+            self.file(
+                "finished-runs-stay-finished",
+                f"{where}: {wf} went from {before.status} to {after.status} (only a failed run "
+                "leaves its end, by a retry)",
+            )
         if before.status not in TERMINAL or after.status not in TERMINAL:
             return
         partition = keys.workflow_partition(wf)
@@ -327,6 +337,42 @@ class StoreModel:
                 self.file(
                     "events-carry-their-wake-up", f"{where}: {op.key.sort} of {wf} wakes nothing"
                 )
+
+    def _freed_slots_wake_their_queue(self, where: str, entry: JournalEntry) -> None:
+        """A write that frees a slot of a key with a run waiting in its queue arms that key's
+        admit timer in the same batch: the process that wrote it may die before it admits
+        the run inline, and the timer is then the queued run's only way in (ADR 0025)."""
+        armed = {
+            str(decode(op.value).get("wf"))
+            for op in entry.ops
+            if isinstance(op, Put) and op.key.partition.startswith("timers#")
+        }
+        for op in entry.ops:
+            if isinstance(op, Put) or not op.key.partition.startswith("conc#"):
+                continue
+            if not op.key.sort.startswith(keys.SLOT_PREFIX):
+                continue
+            waiting = self._waiting(op.key.partition)
+            if waiting is None:
+                continue
+            gate = concurrency.gate_id(waiting.type, str(waiting.extra["concurrency"]["key"]))
+            if gate not in armed:
+                self.file(
+                    "freed-slots-wake-their-queue",
+                    f"{where}: frees {keys.dec(op.key.sort)} of {gate}, {waiting.id} is "
+                    "queued there, and no admit timer is armed",
+                )
+
+    def _waiting(self, partition: str) -> WorkflowState | None:
+        """A run queued in ``partition`` that an admission would take (not a suspended one:
+        its resume arms the admit timer)."""
+        for key in self.store:
+            if key.partition != partition or not key.sort.startswith(keys.QUEUE_PREFIX):
+                continue
+            state = self.states.get(str(decode(self.store[key])["id"]))
+            if state is not None and state.status == PENDING and is_queued(state):
+                return state
+        return None
 
 
 def _written_out(op: Put) -> bool:
