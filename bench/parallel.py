@@ -2,9 +2,10 @@
 
 Prints the wall time of one run (start to result, manual mode, memory and SQLite stores)
 with the branches running together (the default ``max_parallel_activities``), with
-``ctx.map(..., max_concurrency=5)``, and one after another (``max_parallel_activities=0``,
-the behaviour before branches ran together). Together should be near 100 ms, one after
-another near 2 s. Run: ``python bench/parallel.py``.
+``ctx.map(..., max_concurrency=5)``, as four nested ``all`` of five (one fan-out: near
+100 ms, as flat), and one after another (``max_parallel_activities=0``, the behaviour before
+branches ran together). Together should be near 100 ms, one after another near 2 s.
+Run: ``python bench/parallel.py``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,16 @@ def mapped(ctx: Any, n: int) -> Any:
     return (yield ctx.map("fetch", range(n), max_concurrency=5))
 
 
+def nested(ctx: Any, n: int) -> Any:
+    quarters = [ctx.all(*(ctx.run("fetch", i) for i in range(q, n, 4))) for q in range(4)]
+    parts = yield ctx.all(*quarters)
+    return sorted(value for part in parts for value in part)
+
+
 FLOWS = {
     "fan": workflow("fan").activities(fetch=fetch).execute(fan_out),
     "map": workflow("map").activities(fetch=fetch).execute(mapped),
+    "nested": workflow("nested").activities(fetch=fetch).execute(nested),
 }
 
 
@@ -68,6 +76,7 @@ def main() -> None:
                 ("all, together (default bound 32)", "fan", 32),
                 ("all, together (bound 8)", "fan", 8),
                 ("map, max_concurrency=5", "map", 32),
+                ("4 nested alls of 5, together", "nested", 32),
                 ("all, one after another (0)", "fan", 0),
             ):
                 best = min(timed(storage, flow, parallel, run) for run in range(3))

@@ -20,6 +20,7 @@ SETTINGS = {
     "api": ("WEFT_API", "rest"),
     "apiCloudWatchRole": ("WEFT_API_CLOUDWATCH_ROLE", "false"),
     "alarmEmail": ("WEFT_ALARM_EMAIL", ""),
+    "tracing": ("WEFT_TRACING", "false"),
 }
 """Context key -> (environment variable, default)."""
 
@@ -40,6 +41,9 @@ def build(app: cdk.App) -> cdk.Stack:
     cloudwatch_role = setting(app, "apiCloudWatchRole").lower()
     if cloudwatch_role not in ("true", "false"):
         raise ValueError(f"apiCloudWatchRole must be 'true' or 'false', got {cloudwatch_role!r}")
+    tracing = setting(app, "tracing").lower()
+    if tracing not in ("true", "false"):
+        raise ValueError(f"tracing must be 'true' or 'false', got {tracing!r}")
     stack_name = setting(app, "stackName")
     stack = cdk.Stack(
         app,
@@ -60,6 +64,7 @@ def build(app: cdk.App) -> cdk.Stack:
         api=setting(app, "api"),
         api_cloudwatch_role=cloudwatch_role == "true",
         alarm_email=setting(app, "alarmEmail") or None,
+        tracing=tracing == "true",
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return stack

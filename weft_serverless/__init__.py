@@ -35,6 +35,7 @@ from weft_serverless.engine.inspection import (
 )
 from weft_serverless.engine.maintenance import MaintenanceReport
 from weft_serverless.engine.records import STATUSES as WORKFLOW_STATUSES
+from weft_serverless.engine.replay_view import ReplayView, Waiting, replay_view, waiting_for
 from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.errors import (
@@ -147,6 +148,7 @@ __all__ = [
     "Owner",
     "OwnershipModeMismatchError",
     "PayloadTooLargeError",
+    "ReplayView",
     "RetryPolicy",
     "SQLiteStorage",
     "Saga",
@@ -170,6 +172,7 @@ __all__ = [
     "UpdateValidationError",
     "Verification",
     "VersionMismatchError",
+    "Waiting",
     "WeftError",
     "WorkflowAlreadyExistsError",
     "WorkflowBuilderError",
@@ -198,6 +201,8 @@ __all__ = [
     "read_history",
     "read_only_engine",
     "read_owner",
+    "replay_view",
     "stored_ownership_mode",
+    "waiting_for",
     "workflow",
 ]

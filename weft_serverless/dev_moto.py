@@ -3,6 +3,13 @@
 ``weft dev`` serves its table from it, and the simulator and the tests point engines at it
 over HTTP. It is a module of its own so that the dev server stays one concern: wiring the
 handlers to HTTP and to a ticker.
+
+It runs moto as the tests' in-process moto does (``testing_moto.serialise_moto``): besides the
+lock, a cancelled transaction is rolled back from copies of the items it names and a query
+reads one partition. moto's own ``TransactWriteItems`` deep-copies every table it names once
+per action, so each step commit cost the whole table and a dev server storing large inputs
+grew by gigabytes (the copies are freed, but their memory not returned) while its table held
+megabytes (decision 0045).
 """
 
 from __future__ import annotations
@@ -25,8 +32,7 @@ class LockedMotoServer:
     ) -> None:
         self.host = host
         self._server: Any = None
-        # The tests pass the lock that also serialises in-process moto.
-        self._lock = lock if lock is not None else threading.Lock()
+        self._lock = lock  # default: the lock that also serialises in-process moto
 
     def start(self) -> str:
         import logging
@@ -40,17 +46,21 @@ class LockedMotoServer:
             from werkzeug.serving import make_server
         except ImportError:
             from weft_serverless.errors import ConfigurationError
+            from weft_serverless.hints import install_extra
 
             raise ConfigurationError(
-                "weft dev runs DynamoDB locally with moto, which is not installed; "
-                "pip install 'weft-serverless[local]'"
+                "weft dev runs DynamoDB locally with moto, which is not installed: "
+                f"{install_extra('local')}"
             ) from None
+        from weft_serverless.testing_moto import serialise_moto
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # it logs every request
+        moto_lock = serialise_moto()  # item rollbacks and one-partition queries, process-wide
+        lock = self._lock if self._lock is not None else moto_lock
         app = DomainDispatcherApplication(create_backend_app)
 
         def locked(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-            with self._lock:
+            with lock:
                 return [b"".join(app(environ, start_response))]
 
         self._server = make_server(

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from weft_serverless import Engine
 
-from weft_serverless import dev_events
+from weft_serverless import dev_events, dev_requests, hints
+from weft_serverless.aws.route_types import MAX_BODY_BYTES
 from weft_serverless.cli_commands.target import make_workflows_importable
 from weft_serverless.dev_moto import LockedMotoServer
 from weft_serverless.lambda_events import (
@@ -49,6 +50,7 @@ from weft_serverless.lambda_events import (
     rest_event,
     scheduled_event,
 )
+from weft_serverless.loopback import LOOPBACK_NAMES
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -58,12 +60,13 @@ DEFAULT_OWNERSHIP = "workflow-lease"
 # API Gateway stops waiting for a Lambda integration after 29 s; mirror it.
 API_BUDGET_SECONDS = 29.0
 MAINTENANCE_BUDGET_SECONDS = 60.0
+STOP_WAIT_SECONDS = 1.0
+"""How long a stop waits for a request or a maintenance pass in flight to end."""
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,31 +94,6 @@ class _Container:
     def invoke(self, event: dict[str, Any], context: Any) -> Any:
         with self._lock:
             return self.handler(event, context)
-
-
-def _headers(environ: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The request's headers from a WSGI environ, in the spelling clients send."""
-    found = []
-    for key, value in environ.items():
-        if key.startswith("HTTP_"):
-            name = key[5:]
-        elif key in ("CONTENT_TYPE", "CONTENT_LENGTH") and value:
-            name = key
-        else:
-            continue
-        found.append(("-".join(part.capitalize() for part in name.split("_")), str(value)))
-    return found
-
-
-def _target(environ: Mapping[str, Any]) -> str:
-    """The request target as sent (still percent-encoded), as API Gateway passes the path."""
-    raw = environ.get("REQUEST_URI") or environ.get("RAW_URI")
-    if raw:
-        return str(raw)
-    from urllib.parse import quote
-
-    query = environ.get("QUERY_STRING")
-    return quote(str(environ.get("PATH_INFO") or "/")) + (f"?{query}" if query else "")
 
 
 # -- the whole stack -------------------------------------------------------------------------
@@ -184,13 +162,21 @@ class DevServer:
         return self.url
 
     def stop(self) -> None:
+        """Stop within about ``STOP_WAIT_SECONDS``, whatever is in flight.
+
+        Invocations in flight see no time left from now on, so they start no new step (a
+        maintenance pass ends at its next step); one stuck in an activity is not waited for
+        beyond the bound: everything lives in this process, so nothing a wait would keep.
+        """
         self._stopping.set()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
         for thread in self._threads:
-            thread.join(timeout=5)
-        if self._maintenance_engine is not None:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        idle = not any(thread.is_alive() for thread in self._threads)
+        if self._maintenance_engine is not None and idle:  # never close it under a pass
             self._maintenance_engine.close()
             self._maintenance_engine = None
         self.moto.stop()
@@ -253,16 +239,18 @@ class DevServer:
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         """One HTTP request: an API Gateway event in, the handler's answer out as HTTP."""
         began = time.monotonic()
-        method, target = str(environ["REQUEST_METHOD"]), _target(environ)
+        method, target = str(environ["REQUEST_METHOD"]), dev_requests.target(environ)
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            start_response("400 Bad Request", [("Content-Type", "text/plain")])
-            return [b"bad Content-Length"]
-        body = environ["wsgi.input"].read(length) if length > 0 else b""
-        address = str(environ.get("REMOTE_ADDR") or "127.0.0.1")
-        event = rest_event(method, target, _headers(environ), body, address)
-        status, headers, payload = self.call_api(event)
+            dev_requests.check_sender(environ, self.config.host in LOOPBACK_NAMES)
+            body = dev_requests.read_body(environ, MAX_BODY_BYTES)
+            dev_requests.check_body_type(environ, body)
+        except dev_requests.Refused as refused:
+            status, headers = refused.status, [("Content-Type", "application/json")]
+            payload = json.dumps(refused.body()).encode()
+        else:
+            address = str(environ.get("REMOTE_ADDR") or "127.0.0.1")
+            event = rest_event(method, target, dev_requests.headers(environ), body, address)
+            status, headers, payload = self.call_api(event)
         headers.append(("Content-Length", str(len(payload))))
         start_response(f"{status} {_phrase(status)}", headers)
         elapsed = (time.monotonic() - began) * 1000
@@ -272,7 +260,7 @@ class DevServer:
     def call_api(self, event: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
         """One API invocation; an exception becomes API Gateway's 502, as it would deployed."""
         assert self._api is not None
-        context = lambda_context("weft-dev-api", API_BUDGET_SECONDS, self.region)
+        context = self._context("weft-dev-api", API_BUDGET_SECONDS)
         try:
             response = self._api.invoke(event, context)
         except Exception:
@@ -283,15 +271,20 @@ class DevServer:
     def maintain_once(self) -> Any:
         """One maintenance invocation, with a fresh Scheduled Event."""
         assert self._maintenance is not None
-        context = lambda_context("weft-dev-maintenance", MAINTENANCE_BUDGET_SECONDS, self.region)
+        context = self._context("weft-dev-maintenance", MAINTENANCE_BUDGET_SECONDS)
         return self._maintenance.invoke(scheduled_event(self.region), context)
+
+    def _context(self, function: str, budget: float) -> Any:
+        """A Lambda context for one invocation, whose time runs out when the server stops."""
+        return _UntilStopped(lambda_context(function, budget, self.region), self._stopping)
 
     def _tick_forever(self) -> None:
         while not self._stopping.wait(self.config.tick):
             try:
                 report = self.maintain_once()
             except Exception:
-                self.log("maintenance handler raised:\n" + traceback.format_exc().rstrip())
+                if not self._stopping.is_set():  # a pass cut by the stop is no news
+                    self.log("maintenance handler raised:\n" + traceback.format_exc().rstrip())
                 continue
             summary = _report_summary(report)
             if summary:
@@ -306,6 +299,7 @@ class DevServer:
         """What to print once everything is up: where, what, and a first command to try."""
         kind = next(iter(self.samples), self.workflow_types[0] if self.workflow_types else "x")
         body = json.dumps({"workflow_type": kind, "input": self.samples.get(kind, {})})
+        weft = hints.program("weft")
         lines = [
             f"weft dev listening on {self.url}",
             f"  workflows   {self.config.workflows}: {', '.join(self.workflow_types) or '-'}",
@@ -317,17 +311,38 @@ class DevServer:
             f"      -d '{body}'",
             f"    curl -s '{self.url}/workflows?limit=10'",
             f"    curl -s '{self.url}/workflows/ID/events'   # published ones print here",
-            "  operator CLI (another shell):",
+            "  operator CLI (another shell, in this directory):",
             f"    WEFT_TABLE_NAME={self.config.table} WEFT_DYNAMODB_ENDPOINT={self.endpoint} "
-            "weft list",
-            "  web console (another shell; pip install 'weft-serverless[console]'):",
-            f"    weft console --table {self.config.table} --endpoint-url {self.endpoint} "
+            f"{weft} list",
+            "  web console (another shell, in this directory):",
+            *([] if _has_console() else [f"    {hints.install_extra('console')}"]),
+            f"    {weft} console --table {self.config.table} --endpoint-url {self.endpoint} "
             f"--workflows {self.config.workflows}",
             "Ctrl-C to stop.",
         ]
-        if self.config.host not in LOOPBACK:
+        if self.config.host not in LOOPBACK_NAMES:
             lines.insert(1, "  WARNING: not bound to loopback; this API has no authentication")
         return "\n".join(lines)
+
+
+class _UntilStopped:
+    """A Lambda context with no time left once ``stopping`` is set (else the wrapped one's)."""
+
+    def __init__(self, context: Any, stopping: threading.Event) -> None:
+        self._context, self._stopping = context, stopping
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 0 if self._stopping.is_set() else int(self._context.get_remaining_time_in_millis())
+
+
+def _has_console() -> bool:
+    """Whether the console's extra (Flask) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("flask") is not None
 
 
 def _phrase(status: int) -> str:

@@ -3,8 +3,8 @@
 Each count alarm fires only when its threshold is reached in ``datapoints_to_alarm`` of the
 last ``evaluation_periods`` periods (2 of 3 five-minute periods by default), so one stray
 error or a single throttled burst does not page anybody; a problem that lasts does. Besides
-the AWS service metrics, four alarms watch the engine's own EMF metrics (failed runs, lost
-commits, timer lateness, dead-lettered finalizers), which no AWS metric can see.
+the AWS service metrics, five alarms watch the engine's own EMF metrics (failed runs, lost
+commits, timer lateness, dead-lettered finalizers and events), which no AWS metric can see.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class AlarmThresholds:
         finalizers_dead_lettered: Finalizers that exhausted their retries
             (``FinalizersDeadLettered``); each one is cleanup that never happened, so this
             alarm fires on the first period that reaches it, not M of N.
+        events_dead_lettered: Events the event sink kept refusing, moved out of the
+            outbox (``EventsDeadLettered``); each one is an event no consumer will see, so
+            this alarm too fires on the first period that reaches it.
     """
 
     period_minutes: int = 5
@@ -56,6 +59,7 @@ class AlarmThresholds:
     lost_commits: int = 5
     timer_lateness_seconds: int | None = None
     finalizers_dead_lettered: int = 1
+    events_dead_lettered: int = 1
 
 
 class WeftAlarms(Construct):
@@ -187,6 +191,15 @@ class WeftAlarms(Construct):
             missing=cloudwatch.TreatMissingData.NOT_BREACHING,  # emitted only when one happens
             description="A finalizer (ctx.on_cancel cleanup) exhausted its retries and was "
             "dead-lettered: its cleanup never ran. Engine.list_dead_letters() lists them.",
+        )
+        self._add(
+            "EventsDeadLettered",
+            both_handlers("EventsDeadLettered"),
+            threshold=t.events_dead_lettered,
+            comparison=_AT_LEAST,
+            missing=cloudwatch.TreatMissingData.NOT_BREACHING,  # emitted only when one happens
+            description="The event bus kept refusing a run event, which was moved out of the "
+            "outbox: no consumer will see it. Engine.list_event_dead_letters() lists them.",
         )
         for alarm in self.alarms.values():
             alarm.add_alarm_action(actions.SnsAction(topic))

@@ -42,6 +42,7 @@ class WeftApi(Construct):
         web_acl_arn: str | None,
         throttle_rate: float,
         throttle_burst: int,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_logs = logs.LogGroup(
@@ -77,6 +78,7 @@ class WeftApi(Construct):
                 metrics_enabled=True,
                 throttling_rate_limit=throttle_rate,
                 throttling_burst_limit=throttle_burst,
+                tracing_enabled=tracing or None,  # X-Ray active tracing of the stage
             ),
         )
         self.rest_api.node.try_remove_child("Endpoint")  # the construct's ApiUrl replaces it

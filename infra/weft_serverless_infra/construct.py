@@ -79,6 +79,10 @@ class WeftServerless(Construct):
             function, ``WEFT_EVENT_BUS`` for both functions, and an example rule sending
             failed runs to the alarm topic. Off by default: no outbox is written then.
         event_bus: The bus to use with ``run_events`` (e.g. the account's default bus).
+        tracing: X-Ray active tracing (ADR 0042): both functions (``Tracing.ACTIVE``, with
+            the X-Ray write actions it needs) and the REST API stage (X-Ray cannot trace an
+            HTTP API). Export powertools' ``Tracer()`` as ``tracer`` from the workflows
+            module to get a subsegment per drive and per activity attempt.
 
     Attributes:
         table: The engine's DynamoDB table.
@@ -127,6 +131,7 @@ class WeftServerless(Construct):
         alarm_email: str | None = None,
         run_events: bool = False,
         event_bus: events.IEventBus | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         rate = maintenance_rate or Duration.minutes(1)
@@ -184,6 +189,7 @@ class WeftServerless(Construct):
             dead_letter_queue=None,
             log_retention=log_retention,
             removal_policy=removal_policy,
+            tracing=tracing,
         )
         self.maintenance_handler = maintenance_fn = WeftFunction(
             self,
@@ -200,6 +206,7 @@ class WeftServerless(Construct):
             reserved_concurrency=maintenance_reserved_concurrency,
             retry_attempts=0,
             max_event_age=_event_age(rate),
+            tracing=tracing,
         )
         for fn in (api_fn, maintenance_fn):
             fn.grant_table(self.table)
@@ -234,6 +241,7 @@ class WeftServerless(Construct):
                 web_acl_arn=web_acl_arn,
                 throttle_rate=api_throttle_rate,
                 throttle_burst=api_throttle_burst,
+                tracing=tracing,
             )
             self.rest_api, self.access_logs = rest.rest_api, rest.access_logs
             self.api_url = self.rest_api.url

@@ -2,7 +2,8 @@
 
 Each function gets a role with no managed policy: the CloudWatch Logs, DynamoDB and S3
 statements are written out action by action, so the template shows every permission
-the code holds and cdk-nag has nothing broad to flag.
+the code holds and cdk-nag has nothing broad to flag. With active tracing, Lambda adds
+X-Ray's two write actions, on ``*`` (they take no resource), to the same policy.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class WeftFunction(Construct):
         reserved_concurrency: int | None = None,
         retry_attempts: int | None = None,
         max_event_age: Duration | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -99,7 +101,16 @@ class WeftFunction(Construct):
             reserved_concurrent_executions=reserved_concurrency,
             retry_attempts=retry_attempts,
             max_event_age=max_event_age,
+            # Lambda's own two X-Ray write actions join the role's policy with it (below)
+            tracing=lambda_.Tracing.ACTIVE if tracing else None,
         )
+        if tracing:
+            _nag.acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level "
+                "permissions: '*' is the only resource IAM accepts for them.",
+            )
 
     def grant_table(self, table: dynamodb.ITableV2) -> None:
         """Allow exactly the adapter's DynamoDB calls on the table itself (no index ARNs)."""

@@ -78,3 +78,18 @@ def test_call_answers_as_the_http_api_does(api: Api, engine: Engine) -> None:
     with pytest.raises(Exception) as missing:
         call(engine, "describe_workflow", params={"workflow_id": "none"})
     assert error_of(missing.value).status == 404
+
+
+def test_a_retry_keeps_the_failure_in_describe_and_events(api: Api) -> None:
+    """The first failure stays, with where it raised; the retry is an event (ADR 0044)."""
+    api("POST", "/workflows", {"workflow_type": "failing", "id": "h"})
+    api("POST", "/workflows/h/retry")  # explode raises again
+    described = api("GET", "/workflows/h").body
+    rows = [(f["attempt"], f["after_retries"]) for f in described["failed_attempts"]]
+    assert rows == [(1, 0), (2, 1)]
+    assert all("RuntimeError: boom" in f["traceback"] for f in described["failed_attempts"])
+    events = api("GET", "/workflows/h/events").body["items"]
+    kinds = [event["type"] for event in events]
+    assert kinds.count("run.failed") == 2 and kinds.count("step.failed") == 2
+    [retried] = [event for event in events if event["type"] == "run.retried"]
+    assert (retried["step"], retried["retry"]) == ("1", 1)

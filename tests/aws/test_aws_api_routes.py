@@ -121,6 +121,8 @@ def test_describe(api: Api) -> None:
         "run",
         "concurrency_key",
         "failed_attempts",
+        "waiting_for",
+        "schedule_id",
     }
     assert reply.body["input"] == {"n": 1}
     assert reply.body["run"] == 1

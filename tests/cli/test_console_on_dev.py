@@ -9,25 +9,27 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_dev_server import ChildProcess, DevProcess, call, poll
+from test_dev_server import ChildProcess, DevProcess, call, newcomer_environment, poll
 
-CONSOLE_LINE = re.compile(r"^\s*(weft console .*)$")
+CONSOLE_LINE = re.compile(r"^\s*(\S*weft console .*)$")
 CONSOLE_URL = re.compile(r"open (http://127\.0\.0\.1:\d+/)")
 
 
 class ConsoleProcess(ChildProcess):
-    """``weft console`` started from the command line weft dev's banner suggests."""
+    """``weft console`` started from the command line weft dev's banner suggests, as printed,
+    in a shell with no venv activated."""
 
     def __init__(self, cwd: Path, command: str) -> None:
         argv = shlex.split(command)
-        assert argv[:2] == ["weft", "console"]
-        super().__init__(cwd, [*argv[1:], "--port", "0"], CONSOLE_URL)
+        assert argv[1] == "console", argv
+        super().__init__(cwd, [*argv, "--port", "0"], CONSOLE_URL, as_printed=True)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -88,6 +90,19 @@ def test_the_console_the_dev_banner_suggests_shows_the_dev_servers_runs(
             "the run signalled from the console to complete",
         )
         assert finished
+
+        # the operator CLI line the banner prints runs as printed too, and lists the run
+        printed = dev.output[next(i for i, x in enumerate(dev.output) if "operator CLI" in x) + 1]
+        listing = subprocess.run(
+            ["bash", "-c", printed.strip()],
+            cwd=tmp_path,
+            env=newcomer_environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listing.returncode == 0, listing.stderr
+        assert "console-order" in listing.stdout and "completed" in listing.stdout
     finally:
         console.stop()
         dev.stop()

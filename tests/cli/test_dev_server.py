@@ -34,15 +34,16 @@ class ChildProcess:
     """A ``weft`` command started as a user starts it, its output read line by line on a
     thread, and the address it prints when it is up."""
 
-    def __init__(self, cwd: Path, argv: list[str], url: re.Pattern[str]) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "POWERTOOLS_"))}
-        env.pop("AWS_PROFILE", None)
-        env["PYTHONUNBUFFERED"] = "1"
+    def __init__(
+        self, cwd: Path, argv: list[str], url: re.Pattern[str], *, as_printed: bool = False
+    ) -> None:
+        """``as_printed``: ``argv`` is a whole command line as a hint prints it, run in a
+        shell whose PATH does not hold the venv (a newcomer's, who did not activate it)."""
         self.url = url
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "weft_serverless.cli", *argv],
+            argv if as_printed else [sys.executable, "-m", "weft_serverless.cli", *argv],
             cwd=cwd,
-            env=env,
+            env=newcomer_environment(),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -72,6 +73,19 @@ class ChildProcess:
         raise AssertionError(
             f"weft {self.process.args[3]} did not come up:\n{''.join(self.output)}"
         )
+
+
+def newcomer_environment() -> dict[str, str]:
+    """The environment of a shell with no venv activated and no weft variables set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEFT_", "POWERTOOLS_"))}
+    env.pop("AWS_PROFILE", None)
+    env.pop("VIRTUAL_ENV", None)
+    venv_bin = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(
+        part for part in env.get("PATH", "").split(os.pathsep) if part and part != venv_bin
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
 class DevProcess(ChildProcess):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from weft_serverless import Engine, RetryPolicy, SQLiteStorage, workflow
+from weft_serverless import Engine, RetryPolicy, SQLiteStorage, current_activity, workflow
 from weft_serverless.cli import main
 from weft_serverless.testing import CrashingStorage, SimulatedCrash
 
@@ -38,6 +38,18 @@ def _flaky(_: Any) -> Any:
     if len(_flaky_calls) <= 2:
         raise CardDown(f"timeout #{len(_flaky_calls)}")
     return "paid"
+
+
+PROGRESS = {"page": 3, "cursor": "c" * 60, "seen": ["order-1", "order-2", "order-3"]}
+
+
+def _beating(_: Any) -> Any:
+    current_activity().heartbeat(PROGRESS)
+    raise CardDown("card service down")
+
+
+def _beater(ctx: Any, _: Any) -> Any:
+    return (yield ctx.run("beating", retry=RetryPolicy(max_attempts=3, initial_backoff=3600)))
 
 
 def _racer(ctx: Any, _: Any) -> Any:
@@ -82,6 +94,7 @@ FLOWS = {
     "retrier": workflow("retrier").activities(down=_down).execute(_retrier),
     "recovered": workflow("recovered").activities(flaky=_flaky).execute(_recovered),
     "one_step": workflow("one_step").activities(quick=_quick).execute(_one_step),
+    "beater": workflow("beater").activities(beating=_beating).execute(_beater),
 }
 
 
@@ -99,6 +112,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         engine.start("retrier", {"order": 7}, id="retrying")
         _flaky_calls.clear()
         engine.start("recovered", {"order": 8}, id="recovered")
+        engine.start("beater", None, id="beating")
     # A start whose engine died right after storing the run: its first step never ran.
     crashing = CrashingStorage(SQLiteStorage(path), crash_after_write=1)
     with pytest.raises(SimulatedCrash):
@@ -217,3 +231,16 @@ def test_a_cancelled_run_shows_its_teardown(capsys: pytest.CaptureFixture[str], 
         ("down", "pending", 1),
         ("quick", "pending", 0),
     ]
+
+
+def test_a_step_shows_its_heartbeat_details_whole(
+    capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """The DETAIL cell (the last column, so nothing after it needs aligning) is printed whole:
+    a retry's error and the attempt's heartbeat details, as ``--json`` gives them."""
+    text, shown = show(capsys, db, "beating")
+    [step] = shown["steps"]
+    assert step["heartbeat"]["details"] == PROGRESS
+    assert step["detail"].endswith(f"heartbeat of attempt 1: {PROGRESS!r}")
+    [row] = rows(text)
+    assert row.endswith(step["detail"])

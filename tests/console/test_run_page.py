@@ -46,6 +46,11 @@ def rows_of(html: str) -> list[str]:
     return re.findall(r'<tr class="step[^"]*" data-testid="step-row".*?</tr>', html, re.S)
 
 
+def without_values(row: str) -> str:
+    """A timeline row without its steps' input and output lines."""
+    return re.sub(r'<div class="step-value".*?</div>', "", row, flags=re.S)
+
+
 def text_of(fragment: str) -> str:
     """A fragment's visible text, tags dropped and whitespace collapsed."""
     return " ".join(re.sub(r"<[^>]+>", " ", fragment).split()).replace(" :", ":")
@@ -165,7 +170,7 @@ def test_the_timeline_of_a_parked_order(
     engine.start("order", SAMPLE_ORDER, id="o1")
     clock.advance(2 * MINUTE)
     rows = rows_of(html_of(client, "/runs/o1"))
-    assert [text_of(row) for row in rows[:2]] == [
+    assert [text_of(without_values(row)) for row in rows[:2]] == [
         "1 activity reserve_inventory ok 1 0 ms 2026-01-01 00:00:00",
         "2 activity charge_payment ok 1 0 ms 2026-01-01 00:00:00",
     ]
@@ -256,7 +261,7 @@ def test_teardown_shows_each_finalizer(probe: tuple[Engine, FlaskClient]) -> Non
     assert text(flaky, "step-detail") == "the run was cancelled while it waited"
     assert text(flaky, "step-heartbeat").startswith("heartbeat of attempt 2")
     # Cancelled, but its teardown is not over: the section keeps refreshing.
-    assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s"
+    assert find(html, "run-section")[0].attrs["hx-trigger"] == "every 2s, shown"
     assert texts(html, "finalizer-row") == [
         '1 undo pending 1 {"type":"RuntimeError","message":"undo broke"}'
     ]
@@ -300,7 +305,8 @@ def test_the_section_refreshes_itself_until_the_run_ends(
     engine.start("order", SAMPLE_ORDER, id="o1")
     section = html_of(client, "/runs/o1/section")
     assert section.lstrip().startswith("{#") is False
-    assert 'hx-get="/runs/o1/section" hx-trigger="every 2s" hx-swap="outerHTML"' in section
+    poll = re.search(r'hx-get="([^"]+)" data-live hx-trigger="every 2s, shown"', section)
+    assert poll is not None and poll.group(1).startswith("/runs/o1/section?shown=")
     engine.signal("o1", "ship", None)
     assert "hx-trigger" not in html_of(client, "/runs/o1/section")
 
@@ -344,3 +350,51 @@ def test_an_input_offloaded_to_s3_is_folded_and_fetched_on_demand(clock: Virtual
         assert len(find(html, "value-input")) == 1
         assert "THE-END" in text(html_of(client, "/runs/big/value/input"), "value-full")
         engine.close()
+
+
+# -- step values ------------------------------------------------------------------------------
+
+
+def test_each_step_shows_its_input_and_output_and_a_signal_its_payload(
+    client: FlaskClient, engine: Engine
+) -> None:
+    engine.start("order", SAMPLE_ORDER, id="o1")
+    engine.signal("o1", "zz", {"early": True})  # buffered: nobody waits for it
+    html = html_of(client, "/runs/o1")
+    assert texts(html, "buffered-signal") == ['zz {"early":true}']
+    engine.signal("o1", "ship", {"carrier": "express"})
+    rows = rows_of(html_of(client, "/runs/o1"))
+    reserve, _, shipped = rows[:3]
+    assert text(reserve, "step-input") == f"input {compact(SAMPLE_ORDER)}"
+    assert text(reserve, "step-output") == 'output {"reservation_id":"res-A-1001"}'
+    assert text(shipped, "step-output") == 'payload {"carrier":"express"}'
+    assert find(shipped, "step-input") == []
+
+
+def test_a_long_step_value_is_folded_and_fetched_when_opened(
+    client: FlaskClient, engine: Engine
+) -> None:
+    note = "n" * 3000 + "THE-END"
+    engine.start("order", {**SAMPLE_ORDER, "note": note}, id="o1")
+    html = html_of(client, "/runs/o1")
+    slot = find(html, "step-row")[0].attrs["data-slot"]
+    folded = find(html, f"value-input@{slot}")
+    assert folded[0].tag == "details" and "THE-END" not in html
+    assert folded[0].attrs["hx-get"] == f"/runs/o1/value/input@{slot}"
+    assert "THE-END" in text(html_of(client, f"/runs/o1/value/input@{slot}"), "value-full")
+    html_of(client, "/runs/o1/value/input@99999999", 404)
+    html_of(client, f"/runs/o1/value/secret@{slot}", 404)
+
+
+def test_a_run_started_by_a_schedule_links_it(client: FlaskClient, engine: Engine) -> None:
+    from examples.scheduled_report import SCHEDULE_ID, ensure_schedule
+
+    ensure_schedule(engine)
+    run = engine.get_schedule(SCHEDULE_ID).trigger()
+    assert run is not None
+    link = find(html_of(client, f"/runs/{run.id}"), "run-schedule")[0]
+    assert (link.text, link.attrs["href"]) == (SCHEDULE_ID, f"/schedules/#schedule-{SCHEDULE_ID}")
+    schedules = html_of(client, "/schedules/")
+    assert f'id="schedule-{SCHEDULE_ID}"' in schedules
+    engine.start("order", SAMPLE_ORDER, id="o1")
+    assert find(html_of(client, "/runs/o1"), "run-schedule") == []

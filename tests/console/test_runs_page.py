@@ -157,7 +157,7 @@ def test_a_refused_filter_is_shown_with_the_apis_message(
 
 def test_the_live_fragment_keeps_the_filters(client: FlaskClient, runs: list[str]) -> None:
     page = client.get("/?status=running&limit=2").get_data(as_text=True)
-    poll = re.search(r'hx-get="([^"]+)" hx-trigger="every 2s"', page)
+    poll = re.search(r'hx-get="([^"]+)" data-live hx-trigger="every 2s, shown"', page)
     assert poll is not None
     url = poll.group(1).replace("&amp;", "&")
     assert url == "/runs-fragment?status=running&limit=2"
@@ -176,7 +176,7 @@ def test_a_read_only_console_lists_and_counts(make_app: MakeApp, runs: list[str]
 
 def test_refresh_interval_is_the_consoles(make_app: MakeApp, runs: list[str]) -> None:
     html = make_app(refresh_seconds=0.5).test_client().get("/").get_data(as_text=True)
-    assert 'hx-trigger="every 0.5s"' in html
+    assert 'hx-trigger="every 0.5s, shown"' in html
 
 
 def test_datetime_local_is_read_as_utc() -> None:
@@ -212,3 +212,88 @@ def test_a_new_run_appears_without_reload(
     expect(page.get_by_test_id("run-row")).to_have_count(4)
     expect(page.get_by_test_id("run-link").last).to_have_text("r-new")
     expect(page.get_by_test_id("count-running")).to_contain_text("4")
+
+
+def test_a_refresh_reads_each_status_partition_once(
+    client: FlaskClient, engine: Engine, runs: list[str]
+) -> None:
+    """A refresh read the page (every status partition) and then the counts (every status
+    partition again); the page and its counts now come from one read of each."""
+    from weft_serverless import WORKFLOW_STATUSES
+    from weft_serverless.storage import keys
+
+    stats = engine.runtime.storage.stats
+    for url in ("/runs-fragment", "/runs-fragment?status=running&workflow_type=ticket"):
+        stats.reset()
+        assert client.get(url).status_code == 200
+        assert stats.snapshot()["scans"] == len(WORKFLOW_STATUSES) * keys.STATUS_SHARDS, url
+
+
+VISIBILITY = """
+window.__hidden = false;
+Object.defineProperty(document, "hidden", { get: () => window.__hidden });
+Object.defineProperty(document, "visibilityState", {
+  get: () => (window.__hidden ? "hidden" : "visible"),
+});
+window.__refreshes = 0;
+document.addEventListener("htmx:beforeSend", () => { window.__refreshes += 1; });
+"""
+"""Lets the test hide and show the tab, and counts the refreshes actually sent."""
+
+
+def _refreshes_while(page: Any, *, hidden: bool, seconds: float) -> int:
+    page.evaluate(
+        "hidden => { window.__refreshes = 0; window.__hidden = hidden;"
+        " document.dispatchEvent(new Event('visibilitychange')); }",
+        hidden,
+    )
+    page.clock.run_for(int(seconds * 1000))
+    return int(page.evaluate("window.__refreshes"))
+
+
+def test_a_hidden_tab_does_not_refresh_and_refreshes_once_shown(
+    page: Any, live_url: str, runs: list[str]
+) -> None:
+    """One tab left open kept `weft dev` busy: every refresh reads every status entry."""
+    page.clock.install()
+    page.add_init_script(VISIBILITY)
+    page.goto(live_url)
+    assert _refreshes_while(page, hidden=False, seconds=4.1) >= 1  # every 2 s
+    assert _refreshes_while(page, hidden=True, seconds=20) == 0
+    assert _refreshes_while(page, hidden=False, seconds=0) == 1  # at once when shown
+
+
+def test_previous_walks_back_the_pages_next_went_through(
+    client: FlaskClient, runs: list[str]
+) -> None:
+    def page(url: str) -> tuple[list[str], dict[str, str]]:
+        html = client.get(url).get_data(as_text=True)
+        links = dict(re.findall(r'href="([^"]+)" data-testid="(\w+-page)"', html))
+        return _ids(html), {name: href.replace("&amp;", "&") for href, name in links.items()}
+
+    url = "/?limit=2&order=newest"
+    seen = []
+    for _ in range(3):
+        ids, links = page(url)
+        seen.append(ids)
+        if "next-page" not in links:
+            break
+        url = links["next-page"]
+    assert seen == [["r-4", "r-3"], ["r-2", "r-1"], ["r-0"]]
+    for expected in (["r-2", "r-1"], ["r-4", "r-3"]):
+        url = links["previous-page"]
+        ids, links = page(url)
+        assert ids == expected
+    assert "previous-page" not in links and "first-page" not in links  # back at the start
+    assert "order=newest" in url and "limit=2" in url
+    chip = re.search(
+        r'href="([^"]+)" data-testid="count-running"', client.get(url).get_data(as_text=True)
+    )
+    assert chip is not None and "back=" not in chip.group(1)  # a new filter starts afresh
+
+
+def test_the_type_field_matches_the_start_of_a_type(client: FlaskClient, runs: list[str]) -> None:
+    html = client.get("/?type_prefix=tic").get_data(as_text=True)
+    assert _ids(html) == ["r-0", "r-2", "r-4"]
+    assert 'name="type_prefix" value="tic"' in html
+    assert _count(html, "running") == 3 and _count(html, "completed") == 0

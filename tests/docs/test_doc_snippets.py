@@ -67,6 +67,7 @@ NOT_RUN = {
         " --engines 4 --time-limit 3600",
     ),
     ("README.md", ".venv/bin/pip install -e '.[local]'"),
+    ("local-dev.md", ".venv/bin/pip install -e '.[console]'"),
     ("getting-started.md", "python -m venv .venv"),
     ("deploy.md", "npx -y aws-cdk bootstrap"),
     (

@@ -79,7 +79,9 @@ def test_every_recorded_fact_is_an_event_in_order(storage_factory: Opener) -> No
     assert [event["at"] for event in events] == [T0, T0, T0 + 1, *[T0 + 6] * 5]
     failed = events[1]
     assert failed["attempt"] == 1 and failed["activity"] == "flaky"
+    traceback = failed["error"].pop("traceback")
     assert failed["error"] == {"type": "ValueError", "message": "boom"}
+    assert traceback.endswith('raise ValueError("boom")\nValueError: boom\n')
     assert failed["retry_at"] == T0 + 1
     assert events[2]["attempt"] == 2 and events[2]["operation"] == "run:flaky"
     assert events[4]["name"] == "add"

@@ -5,6 +5,7 @@ formatter such as powertools' prints as keys), without each call site passing th
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -57,3 +58,40 @@ def test_lines_outside_a_drive_carry_no_run(
     logging.getLogger("weft_serverless.engine").info("between drives")
     [line] = _records(caplog, "between drives")
     assert "workflow_id" not in line.__dict__ and "step" not in line.__dict__
+
+
+def test_lines_on_activity_threads_carry_the_run_and_their_own_step(
+    storage_factory: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="weft_serverless")
+    barrier = threading.Barrier(2)
+    log = logging.getLogger("weft_serverless.workflow")
+
+    def branch(key: str) -> str:
+        barrier.wait(20.0)  # both branches run at once, on two activity threads
+        log.info("branch %s", key)
+        return key
+
+    async def fetch(key: str) -> str:
+        log.info("fetch %s", key)
+        return key
+
+    def body(ctx: Any, _: Any) -> Any:
+        yield ctx.all(ctx.run("branch", "a"), ctx.run("branch", "b"))
+        return (yield ctx.run("fetch", "c"))
+
+    flows = {"fan": workflow("fan").activities(branch=branch, fetch=fetch).execute(body)}
+    te = make_engine(storage_factory, flows)
+    assert te.start("fan", id="f-1").result() == "c"
+    for text, step in (
+        ("branch a", "1 (branch 1)"),
+        ("branch b", "1 (branch 2)"),
+        ("fetch c", "2"),
+    ):
+        [line] = _records(caplog, text)
+        fields = line.__dict__
+        assert (fields["workflow_id"], fields["workflow_type"], fields["step"]) == (
+            "f-1",
+            "fan",
+            step,
+        ), text

@@ -1,7 +1,7 @@
 """CloudWatch alarms: one per signal that means workflows stop moving, each notifying a topic.
 
 A count alarm fires when its threshold is reached in M of the last N periods (2 of 3 by
-default), so one stray error does not page anybody. Three alarms watch the engine's own EMF
+default), so one stray error does not page anybody. Five alarms watch the engine's own EMF
 metrics, whose names and dimensions are checked against the runtime's.
 """
 
@@ -56,7 +56,8 @@ VARIANTS = {
         300,
         (3, 2),
         {"api": 5, "5xx": 5, "throttles": 5, "maintenance": 2, "dlq": 1}
-        | {"failed": 5, "lost": 5, "late": 150, "dead": 1},  # late: 2 x the 1-min rate + 30 s
+        # late: 2 x the 1-min rate + 30 s
+        | {"failed": 5, "lost": 5, "late": 150, "dead": 1, "dead_events": 1},
         "Weft",
         "weft",
     ),
@@ -66,7 +67,7 @@ VARIANTS = {
         1200,
         (4, 3),
         {"api": 5, "5xx": 6, "throttles": 7, "maintenance": 2, "dlq": 3}
-        | {"failed": 8, "lost": 9, "late": 900, "dead": 2},
+        | {"failed": 8, "lost": 9, "late": 900, "dead": 2, "dead_events": 3},
         "Shop",
         "shop",
     ),
@@ -75,7 +76,7 @@ VARIANTS = {
         300,
         (3, 2),
         {"api": 5, "5xx": 5, "throttles": 5, "maintenance": 2, "dlq": 1}
-        | {"failed": 5, "lost": 5, "late": 150, "dead": 1},
+        | {"failed": 5, "lost": 5, "late": 150, "dead": 1, "dead_events": 1},
         "Weft",
         "weft",
     ),
@@ -128,6 +129,16 @@ def _alarms(synth: Synth, v: Variant) -> dict[str, Alarm]:
             "Sum",
             period,
             limits["dead"],
+            summed=True,
+            at_once=True,
+        ),
+        "EventsDeadLettered": Alarm(
+            "EventsDeadLettered",
+            ns,
+            [],
+            "Sum",
+            period,
+            limits["dead_events"],
             summed=True,
             at_once=True,
         ),
@@ -206,6 +217,8 @@ def test_engine_alarms_watch_metrics_the_runtime_emits() -> None:
     # the engine's counter, in EMF under its CamelCase name (tests/aws/test_aws_tracing.py
     # proves a dead-lettered finalizer emits it)
     assert metric_name("finalizers_dead_lettered") == "FinalizersDeadLettered"
+    # tests/features/test_events_dead_letters.py proves a dead-lettered event emits this one
+    assert metric_name("events_dead_lettered") == "EventsDeadLettered"
 
 
 def test_a_topic_is_created_when_none_is_given_and_mail_subscribes_to_it(

@@ -21,7 +21,7 @@ DEFAULT_INVENTORY = {
     "AWS::ApiGateway::Resource": 6,
     "AWS::ApiGateway::RestApi": 1,
     "AWS::ApiGateway::Stage": 1,
-    "AWS::CloudWatch::Alarm": 11,
+    "AWS::CloudWatch::Alarm": 12,  # EventsDeadLettered joined (ADR 0043)
     "AWS::DynamoDB::GlobalTable": 1,
     "AWS::Events::Rule": 1,
     "AWS::IAM::Policy": 2,

@@ -6,6 +6,11 @@ module. A front end only turns its own input (an API Gateway event, a command li
 into path parameters, query and body, and the answer back into its own output, so the three
 cannot disagree on what a field means or which inputs are refused.
 
+Every call runs in an invocation scope: the Lambda handler's own, or, for a local caller, one
+opened here around the operation. An operation that wakes a run drives it inline on the
+caller's engine, which claims it; the scope releases what is parked when the call returns, so
+a console that lives on (or any operator engine) never keeps a run from its application.
+
 Errors propagate: ``ApiError`` for a refused input (already naming its field), the engine's
 ``WeftError`` otherwise; ``responses.error_of`` gives either's status and body.
 """
@@ -30,7 +35,11 @@ ROUTE_OF: dict[str, Route] = {route.operation: route for route in ROUTES}
 
 
 class LocalScope:
-    """A caller outside Lambda (the CLI, the console): no deadline and no log keys to bind."""
+    """A caller outside Lambda (the CLI, the console): no deadline and no log keys to bind.
+
+    Its engine-side scope (``Engine.invocation``, as ``lambda_invocation`` opens it) is opened
+    by ``call`` around each operation.
+    """
 
     def time_left(self) -> float:
         return math.inf
@@ -73,7 +82,9 @@ def call(
         caller: Who asks, authenticated, for audit records (bulk operations).
         actor: Who asks, as the front end names them (``weft --actor``), for the same
             records; the engine's id when absent.
-        scope: The invocation's time budget and log keys; none outside Lambda.
+        scope: The invocation's time budget and log keys, from a caller that already runs
+            the engine in an invocation scope (``lambda_invocation``); without it the
+            operation runs in one opened here, which releases what it claimed.
         reserve: Seconds a bounded wait leaves the invocation.
         sleep: Pause between polls while waiting for a result.
         monotonic: Clock for that wait.
@@ -103,4 +114,8 @@ def call(
         caller=caller,
         actor=actor,
     )
-    return implementation(operation)(request)
+    carry_out = implementation(operation)
+    if scope is not None:
+        return carry_out(request)
+    with engine.invocation(heartbeat=True):
+        return carry_out(request)

@@ -75,11 +75,32 @@ COMPONENTS: dict[str, Schema] = {
                 "type": ["string", "null"],
                 "description": "The key the run counts against its type's concurrency limit.",
             },
+            "schedule_id": {
+                "type": ["string", "null"],
+                "description": "The schedule that started the run (a fire, a trigger or a "
+                "backfill); null for a run started otherwise.",
+            },
             "failed_attempts": {
                 "type": "array",
                 "items": {"$ref": "#/components/schemas/FailedAttempt"},
                 "description": "Only on GET /workflows/{workflow_id}: failed activity attempts "
-                "by step, the newest 10 retried ones of each step and its final failure.",
+                "by step, the newest 10 retried ones of each step and each final failure "
+                "(a retry of the run keeps the one it ran again).",
+            },
+            "waiting_for": {
+                "type": ["object", "null"],
+                "properties": {
+                    name: {"type": "array", "items": {"type": "string"}}
+                    for name in ("signals", "updates", "queries")
+                },
+                "required": ["signals", "updates", "queries"],
+                "description": "Only on GET /workflows/{workflow_id} (and the answers of "
+                "suspend, resume and retry): what a running or suspended run waits for now, "
+                "found by replaying its history read-only as a query does: the signals its "
+                "parked step waits on (unfinished branches included) and the updates and "
+                "queries its handlers answer. null when the run is pending or finished, or "
+                "the deployment does not register its type. A signal of another name is "
+                "kept until the run waits for it.",
             },
             "teardown": {
                 "type": "object",
@@ -102,6 +123,7 @@ COMPONENTS: dict[str, Schema] = {
             "input",
             "run",
             "concurrency_key",
+            "schedule_id",
         ],
     ),
     "FailedAttempt": _obj(
@@ -115,9 +137,25 @@ COMPONENTS: dict[str, Schema] = {
             "failed_at": {"type": ["number", "null"], "description": "Epoch seconds."},
             "retry_at": {
                 "type": ["number", "null"],
-                "description": "When the next attempt is due; null after the last one.",
+                "description": "When the next attempt is due (a retry of the run, for a final "
+                "failure it ran again); null after the last one.",
             },
-        }
+            "started_at": {
+                "type": ["number", "null"],
+                "description": "When the attempt started (epoch seconds); null if not kept.",
+            },
+            "traceback": {
+                "type": ["string", "null"],
+                "description": "Where the activity raised: its innermost frames, at most "
+                "2,048 bytes; null for a timeout or a failure reported from outside.",
+            },
+            "after_retries": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "How many retries of the run came before this attempt.",
+            },
+        },
+        ["step", "slot", "activity", "attempt", "error_type", "message", "failed_at", "retry_at"],
     ),
     "WorkflowSummary": _obj(
         {
@@ -142,7 +180,14 @@ COMPONENTS: dict[str, Schema] = {
         {
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/WorkflowSummary"}},
             "next_cursor": NULLABLE_STRING,
-        }
+            "counts": {
+                "type": "array",
+                "items": _obj({"value": STATUS, "count": {"type": "integer"}}),
+                "description": "Only with ?counts=status: the runs per status that pass "
+                "every filter but status, largest first.",
+            },
+        },
+        ["items", "next_cursor"],
     ),
     "EventPage": _obj(
         {

@@ -19,6 +19,7 @@ from weft_serverless import (
     InvalidFilterError,
     WorkflowDescription,
     WorkflowNotRunningError,
+    waiting_for,
 )
 
 from .responses import bad_request
@@ -75,6 +76,7 @@ def workflow_json(description: WorkflowDescription) -> dict[str, Any]:
         "input": description.input,
         "run": description.run,
         "concurrency_key": description.concurrency_key,
+        "schedule_id": description.schedule_id,
         **(
             {}
             if description.failed_attempts is None
@@ -127,14 +129,15 @@ def start_workflow(request: Request) -> Reply:
 
 def list_workflows(request: Request) -> Reply:
     query = request.query
-    rows, cursor = request.engine.list_page(
-        query.get("status"),
-        query.get("workflow_type"),
-        query.get("limit", 100),
-        query.get("cursor"),
-        order=query.get("order", "oldest"),
-        **_filters(query),
-    )
+    page = (query.get("status"), query.get("workflow_type"), query.get("limit", 100))
+    options = {"order": query.get("order", "oldest"), **_filters(query)}
+    counts = None
+    if "counts" in query:  # a page beside its status counts: one read of the index
+        rows, cursor, counts = request.engine.list_page_with_counts(
+            *page, query.get("cursor"), **options
+        )
+    else:
+        rows, cursor = request.engine.list_page(*page, query.get("cursor"), **options)
     items = [
         {
             "id": r.id,
@@ -146,7 +149,10 @@ def list_workflows(request: Request) -> Reply:
         }
         for r in rows
     ]
-    return 200, {"items": items, "next_cursor": cursor}
+    reply: dict[str, Any] = {"items": items, "next_cursor": cursor}
+    if counts is not None:
+        reply["counts"] = _counts(counts)
+    return 200, reply
 
 
 def count_workflows(request: Request) -> Reply:
@@ -158,8 +164,13 @@ def count_workflows(request: Request) -> Reply:
         workflow_type=query.get("workflow_type"),
         **_filters(query),
     )
+    return 200, {"group_by": group_by, "counts": _counts(counts)}
+
+
+def _counts(counts: dict[Any, int]) -> list[dict[str, Any]]:
+    """Counts as the API lists them: ``{value, count}``, largest first."""
     ordered = sorted(counts.items(), key=lambda pair: (-pair[1], str(pair[0])))
-    return 200, {"group_by": group_by, "counts": [{"value": k, "count": n} for k, n in ordered]}
+    return [{"value": value, "count": n} for value, n in ordered]
 
 
 def _filters(query: dict[str, Any]) -> dict[str, Any]:
@@ -177,11 +188,15 @@ def _filters(query: dict[str, Any]) -> dict[str, Any]:
         "started_after": query.get("started_after"),
         "started_before": query.get("started_before"),
         "id_prefix": query.get("id_prefix"),
+        "type_prefix": query.get("type_prefix"),
     }
 
 
 def describe_workflow(request: Request) -> Reply:
-    return 200, workflow_json(request.engine.describe(request.workflow_id, attempts=True))
+    described = workflow_json(request.engine.describe(request.workflow_id, attempts=True))
+    waiting = waiting_for(request.engine, request.workflow_id)  # a read-only replay
+    described["waiting_for"] = None if waiting is None else waiting.as_json()
+    return 200, described
 
 
 def get_result(request: Request) -> Reply:

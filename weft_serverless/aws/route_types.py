@@ -98,4 +98,9 @@ _FILTERS = (
     Field("started_after", {"type": "number"}, "Started at or after (epoch seconds)."),
     Field("started_before", {"type": "number"}, "Started before (epoch seconds)."),
     Field("id_prefix", {"type": "string", "minLength": 1}, "Only ids starting with this."),
+    Field(
+        "type_prefix",
+        {"type": "string", "minLength": 1},
+        "Only workflow types starting with this (read from the same index as workflow_type).",
+    ),
 )

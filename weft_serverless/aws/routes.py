@@ -67,6 +67,12 @@ ROUTES: tuple[Route, ...] = (
                 {"type": "string", "enum": ["oldest", "newest"], "default": "oldest"},
                 "Oldest or newest first.",
             ),
+            Field(
+                "counts",
+                {"type": "string", "enum": ["status"]},
+                "Also count the runs that pass every filter but status, per status "
+                "(as GET /workflow-counts?group_by=status), from the same read.",
+            ),
         ),
         errors=(400, 500, 503),
     ),

@@ -74,7 +74,8 @@ SCHEDULE_ROUTES: tuple[Route, ...] = (
             (200,),
             "ScheduleFired" if action == "trigger" else "Schedule",
             body=(),
-            errors=(400, 404, 500, 503),
+            # trigger: 409 once every manual run id of the second is taken (WorkflowBusyError)
+            errors=(400, 404, 409, 500, 503) if action == "trigger" else (400, 404, 500, 503),
         )
         for action, summary in (
             ("pause", "Stop firing until resumed."),

@@ -26,8 +26,9 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Serve the operator console on loopback for the store named by --db or --table: "
             "runs with filters and counts, each run's timeline, signals, updates, cancel, "
             "suspend, resume, retry and purge, and schedules. Nothing is deployed; it acts "
-            "with your own credentials. Needs the console extra: "
-            "pip install 'weft-serverless[console]'."
+            "with your own credentials. Needs the console extra: from a checkout, "
+            "pip install -e '.[console]'. Run it where --workflows imports from (the "
+            "checkout's root for examples.workflows)."
         ),
     )
     console.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
@@ -61,14 +62,16 @@ def cmd_console(args: argparse.Namespace) -> int:
     try:
         from weft_serverless.console.app import Console, create_app
         from weft_serverless.console.server import bind, serve
-        from weft_serverless.console.state import LOOPBACK_NAMES
     except ImportError as exc:
         from weft_serverless.errors import ConfigurationError
+        from weft_serverless.hints import install_extra
 
         raise ConfigurationError(
             f"weft console needs the console extra ({exc.name} is missing): "
-            "pip install 'weft-serverless[console]'"
+            f"{install_extra('console')}"
         ) from None
+    from weft_serverless.loopback import LOOPBACK_NAMES
+
     workflows = load_workflows(args.workflows) if args.workflows else None
     samples = _samples(args.workflows) if args.workflows else {}
     with operator_engine(args, writes=not args.read_only, workflows=workflows) as engine:

@@ -147,3 +147,5 @@ def print_workflow(workflow: dict[str, Any]) -> None:
     if failures:
         print("\nfailed attempts:")
         print(render.table(render.FAILURE_HEADERS, render.failure_rows(failures)))
+        if render.tracebacks(failures):
+            print("\ntracebacks:\n" + render.tracebacks(failures))

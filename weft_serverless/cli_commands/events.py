@@ -14,7 +14,7 @@ from weft_serverless.cli_commands import render
 from weft_serverless.cli_commands.calling import carry_out, given
 from weft_serverless.cli_commands.target import add_target_arguments
 
-SHOWN = ("step", "attempt", "name", "child_id", "status")
+SHOWN = ("step", "attempt", "retry", "name", "child_id", "status")
 """Fields the table's DETAIL column shows, when the event has them."""
 
 

@@ -2,7 +2,8 @@
 
 ``--where NAME OP VALUE`` (repeatable; ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``^=`` for
 "starts with"), ``--tag`` (repeatable: every tag must be present), ``--started-after`` and
-``--started-before`` (ISO 8601 with a zone, or epoch seconds), ``--id-prefix``. They become
+``--started-before`` (ISO 8601 with a zone, or epoch seconds), ``--id-prefix``,
+``--type-prefix``. They become
 the query of ``GET /workflows``, carried out through ``calling.carry_out``.
 """
 
@@ -35,6 +36,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--started-after", help="ISO 8601 time with a zone, or epoch seconds")
     parser.add_argument("--started-before", help="ISO 8601 time with a zone, or epoch seconds")
     parser.add_argument("--id-prefix", help="only ids starting with this")
+    parser.add_argument("--type-prefix", help="only workflow types starting with this")
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -57,6 +59,7 @@ def filters_of(args: argparse.Namespace) -> dict[str, Any]:
         started_after=_time(args.started_after, "--started-after"),
         started_before=_time(args.started_before, "--started-before"),
         id_prefix=args.id_prefix,
+        type_prefix=args.type_prefix,
     )
 
 

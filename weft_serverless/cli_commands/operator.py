@@ -42,6 +42,11 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     listing.add_argument("--order", choices=("oldest", "newest"), default="oldest")
     listing.add_argument("--limit", type=int, default=50, help="rows per page (default: 50)")
     listing.add_argument("--cursor", help="continue after a previous page")
+    listing.add_argument(
+        "--counts",
+        choices=("status",),
+        help="also count the runs of each status under the filters but --status",
+    )
     add_target_arguments(listing)
     listing.set_defaults(handler=cmd_list)
     finding.add(subcommands)
@@ -80,11 +85,11 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    query = given(limit=args.limit, cursor=args.cursor, order=args.order)
+    query = given(limit=args.limit, cursor=args.cursor, order=args.order, counts=args.counts)
     page = carry_out(
         args, "list_workflows", query={**query, **finding.filters_of(args)}, writes=False
     )
-    rows, cursor = page["items"], page["next_cursor"]
+    rows, cursor, counts = page["items"], page["next_cursor"], page.get("counts")
     if args.json:  # the page as weft list has always printed it: "workflows", "type"
         out = {
             "workflows": [
@@ -99,9 +104,12 @@ def cmd_list(args: argparse.Namespace) -> int:
                 for row in rows
             ],
             "next_cursor": cursor,
+            **({} if counts is None else {"counts": counts}),
         }
         print(render.dumps(out))
         return 0
+    if counts is not None:
+        print("counts: " + (", ".join(f"{c['value']} {c['count']}" for c in counts) or "none"))
     if not rows:
         print("no workflows")
         return 0
@@ -160,8 +168,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print("no steps recorded yet")
     if failures:
-        print("\nfailed attempts (newest 10 retried ones per step, and a final failure):")
+        print("\nfailed attempts (newest 10 retried ones per step, and each final failure):")
         print(render.table(render.FAILURE_HEADERS, render.failure_rows(failures)))
+        if render.tracebacks(failures):
+            print("\ntracebacks:\n" + render.tracebacks(failures))
     if description.teardown is not None:
         _print_teardown(description.teardown)
     return 0

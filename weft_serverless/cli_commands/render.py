@@ -50,8 +50,13 @@ def relative(seconds: float | None, now: float | None = None) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """Left-aligned columns sized to their widest cell; the last column is never padded."""
-    text_rows = [[_cell(value) for value in row] for row in rows]
+    """Left-aligned columns sized to their widest cell. The last column is never padded nor
+    cut: its width moves no other cell, and it carries what an operator reads in full (a
+    step's detail with its heartbeat, an error message)."""
+    text_rows = [
+        [_cell(value, whole=index == len(row) - 1) for index, value in enumerate(row)]
+        for row in rows
+    ]
     widths = [len(header) for header in headers]
     for row in text_rows:
         for index, cell in enumerate(row):
@@ -63,11 +68,12 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, *, whole: bool = False) -> str:
+    """One line of text for a cell, cut at ``ELLIPSIS_AT`` unless ``whole``."""
     text = "-" if value is None or value == "" else str(value)
     indent = text[: len(text) - len(text.lstrip(" "))]
     text = indent + " ".join(text.split())
-    return text if len(text) <= ELLIPSIS_AT else text[: ELLIPSIS_AT - 1] + "…"
+    return text if whole or len(text) <= ELLIPSIS_AT else text[: ELLIPSIS_AT - 1] + "…"
 
 
 def failure_rows(failures: Sequence[dict[str, Any]]) -> list[list[Any]]:
@@ -76,12 +82,29 @@ def failure_rows(failures: Sequence[dict[str, Any]]) -> list[list[Any]]:
         [
             failure["step"],
             failure["activity"],
-            failure["attempt"],
+            _attempt(failure),
             timestamp(failure["failed_at"]),
             f"{failure['error_type']}: {failure['message']}",
         ]
         for failure in failures
     ]
+
+
+def _attempt(failure: dict[str, Any]) -> str:
+    """The attempt's number, and the retry of the run it came after, if any."""
+    after = failure.get("after_retries") or 0
+    return f"{failure['attempt']}" + (f" (after retry {after})" if after else "")
+
+
+def tracebacks(failures: Sequence[dict[str, Any]]) -> str:
+    """The kept traceback of each failed attempt that has one, indented under its name."""
+    blocks = []
+    for failure in failures:
+        text = failure.get("traceback")
+        if text:
+            lines = "\n".join("  " + line for line in str(text).rstrip("\n").splitlines())
+            blocks.append(f"step {failure['step']}, attempt {_attempt(failure)}:\n{lines}")
+    return "\n\n".join(blocks)
 
 
 FAILURE_HEADERS = ("STEP", "ACTIVITY", "ATTEMPT", "FAILED (UTC)", "ERROR")

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from weft_serverless.loopback import LOOPBACK_NAMES
+
 if TYPE_CHECKING:
     from weft_serverless import Engine
     from weft_serverless.storage.base import Storage
     from weft_serverless.workflow import WorkflowDefinition
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 LOCAL_REGION = "us-east-1"
 
 
@@ -64,7 +65,7 @@ def open_storage(args: argparse.Namespace, environ: Mapping[str, str] | None = N
         raise UsageError(f"name a store: --db PATH, or --table NAME (or set {TABLE_NAME_ENV})")
     endpoint = args.endpoint_url or env.get(ENDPOINT_URL_ENV) or None
     region = args.region
-    if endpoint is not None and urlparse(endpoint).hostname in LOOPBACK_HOSTS:
+    if endpoint is not None and urlparse(endpoint).hostname in LOOPBACK_NAMES:
         region = region or _local_defaults()
     from weft_serverless.storage.dynamodb import DynamoDBStorage
 

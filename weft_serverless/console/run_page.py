@@ -22,11 +22,19 @@ from typing import Any
 
 from flask import Blueprint, abort, render_template, request
 
-from weft_serverless import Engine, WorkflowNotFoundError, jsonable
+from weft_serverless import (
+    Engine,
+    Waiting,
+    WorkflowNotFoundError,
+    jsonable,
+    replay_view,
+    waiting_for,
+)
 from weft_serverless.aws.responses import bad_request
 
 from . import actions, formatting
 from .actions import Outcome
+from .run_actions import Panel, panel_of, signal_warning
 from .state import current_console
 from .timeline import RunView, read_run
 
@@ -34,6 +42,8 @@ blueprint = Blueprint("run", __name__, url_prefix="/runs")
 
 VALUES = ("input", "result", "error")
 """The run's values the page folds and serves on demand."""
+STEP_VALUES = ("input", "output", "buffered")
+"""Values of its steps and buffered signals, ``<kind>@<slot or position>``."""
 PLAIN = {
     "cancel": "cancel_workflow",
     "suspend": "suspend_workflow",
@@ -53,25 +63,40 @@ def show(workflow_id: str) -> tuple[str, int]:
     view = _view_or_none(workflow_id)
     if view is None:
         return render_template("run_missing.html", workflow_id=workflow_id), 404
-    return render_template("run.html", view=view, workflow_id=workflow_id), 200
+    page = render_template("run.html", view=view, workflow_id=workflow_id, panel=_panel(view))
+    return page, 200
 
 
 @blueprint.get("/<path:workflow_id>/section")
 def section(workflow_id: str) -> str:
-    """The run section alone, for the live refresh."""
-    return _section(workflow_id)
+    """The run section alone, for the live refresh, and the actions panel out of band when
+    it no longer offers what the page shows (``shown``: the key of the panel there)."""
+    return _refreshed(workflow_id, _view_or_none(workflow_id), request.args.get("shown"))
 
 
 @blueprint.get("/<path:workflow_id>/value/<which>")
 def value(workflow_id: str, which: str) -> str:
-    """One of the run's values in full, when the operator unfolds it."""
-    if which not in VALUES:
+    """One of the run's values in full, when the operator unfolds it: ``input``, ``result``
+    or ``error``; a step's ``input@<slot>`` or ``output@<slot>``; ``buffered@<n>``."""
+    kind, _, where = which.partition("@")
+    if which not in VALUES and kind not in STEP_VALUES:
         abort(404)
     try:
-        run = _engine().describe(workflow_id)
+        if which in VALUES:
+            return render_template(
+                "_value_full.html", value=getattr(_engine().describe(workflow_id), which)
+            )
+        replay = replay_view(_engine(), workflow_id)
     except WorkflowNotFoundError:
         abort(404)
-    return render_template("_value_full.html", value=getattr(run, which))
+    values: dict[str, Any] = {
+        "input": dict(replay.inputs),
+        "output": dict(replay.outputs),
+        "buffered": {str(n): payload for n, (_, payload) in enumerate(replay.buffered)},
+    }[kind]
+    if where not in values:
+        abort(404)
+    return render_template("_value_full.html", value=values[where])
 
 
 @blueprint.post("/<path:workflow_id>/act/<action>")
@@ -79,6 +104,8 @@ def act(workflow_id: str, action: str) -> str:
     """Carry out ``action`` on the run; answer its outcome and the refreshed section."""
     params = {"workflow_id": workflow_id}
     body: dict[str, Any] | None = None
+    shown = request.form.get("shown")
+    warning = None
     if action in PLAIN:
         operation = PLAIN[action]
     elif action in NAMED:
@@ -90,10 +117,13 @@ def act(workflow_id: str, action: str) -> str:
             body.update(_json_field(field, request.form.get(field, "")))
         except ValueError as exc:
             refused = actions.refusal(operation, bad_request(field, str(exc)))
-            return _answer(workflow_id, action, refused)
+            return _answer(workflow_id, action, refused, shown)
+        if action == "signal" and params["name"]:
+            warning = signal_warning(params["name"], _waiting(workflow_id))
     else:
         abort(404)
-    return _answer(workflow_id, action, actions.perform(operation, params=params, body=body))
+    outcome = actions.perform(operation, params=params, body=body)
+    return _answer(workflow_id, action, outcome, shown, warning if outcome.ok else None)
 
 
 def _json_field(field: str, text: str) -> dict[str, Any]:
@@ -111,7 +141,13 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _answer(workflow_id: str, action: str, outcome: Outcome) -> str:
+def _answer(
+    workflow_id: str,
+    action: str,
+    outcome: Outcome,
+    shown: str | None,
+    warning: str | None = None,
+) -> str:
     result = None
     if outcome.ok and action in ("update", "query") and isinstance(outcome.body, dict):
         result = jsonable(outcome.body.get("result"))
@@ -119,9 +155,10 @@ def _answer(workflow_id: str, action: str, outcome: Outcome) -> str:
         "_run_answer.html",
         outcome=outcome,
         done=_done(action, outcome),
+        warning=warning,
         result=result,
         has_result=result is not None or (outcome.ok and action in ("update", "query")),
-        section=_section(workflow_id, oob=True),
+        section=_refreshed(workflow_id, _view_or_none(workflow_id), shown, oob=True),
     )
 
 
@@ -137,9 +174,35 @@ def _done(action: str, outcome: Outcome) -> str:
     return f"{said}; the run is {status}" if status else said
 
 
-def _section(workflow_id: str, *, oob: bool = False) -> str:
-    view = _view_or_none(workflow_id)
-    return render_template("_run_section.html", view=view, workflow_id=workflow_id, oob=oob)
+def _refreshed(
+    workflow_id: str, view: RunView | None, shown: str | None, *, oob: bool = False
+) -> str:
+    """The run section, and the actions panel (out of band) if it differs from ``shown``."""
+    panel = _panel(view)
+    page = render_template(
+        "_run_section.html", view=view, workflow_id=workflow_id, oob=oob, panel=panel
+    )
+    if panel is not None and panel.key != shown:
+        page += render_template(
+            "_run_action_forms.html", workflow_id=workflow_id, panel=panel, oob=True
+        )
+    return page
+
+
+def _panel(view: RunView | None) -> Panel | None:
+    """The actions panel of the run seen in ``view``; none in a read-only console."""
+    console = current_console()
+    if view is None or console.read_only:
+        return None
+    queries = view.replay.queries if view.replay is not None else ()
+    return panel_of(view.run.status, view.waiting, queries, drives=console.drives)
+
+
+def _waiting(workflow_id: str) -> Waiting | None:
+    try:
+        return waiting_for(_engine(), workflow_id)
+    except WorkflowNotFoundError:
+        return None
 
 
 def _view_or_none(workflow_id: str) -> RunView | None:

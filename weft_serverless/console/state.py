@@ -13,10 +13,9 @@ from typing import Any
 from flask import current_app
 
 from weft_serverless import Engine
+from weft_serverless.loopback import LOOPBACK_NAMES
 
 CONSOLE_KEY = "weft_console"
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-"""The Host names a console bound to loopback answers (see ``app.refuse_other_hosts``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ percentages computed here, on the server, and no script draws anything.
 
 Only committed times are stored (ADR 0032): a step's start is not, so a step is taken to
 start when the step before it committed (or the run started), which is when the workflow
-code yielded it. Branches of an ``all``/``race`` start with their parent step.
+code yielded it, or when a retry of the run last ran it again (the time the run sat failed
+is not the step's). Branches of an ``all``/``race`` start with their parent step.
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from typing import Any
 
 from weft_serverless import (
     Engine,
+    ReplayView,
     TimelineStep,
+    Waiting,
     WorkflowDescription,
     WorkflowInspection,
     inspect_workflow,
+    replay_view,
 )
 
 MIN_BAR_PERCENT = 0.6
@@ -85,10 +89,16 @@ class RunView:
     now: float
     span_start: float
     span_end: float
+    replay: ReplayView | None = None  # each step's values and what the run waits for
 
     @property
     def run(self) -> WorkflowDescription:
         return self.inspection.description
+
+    @property
+    def waiting(self) -> Waiting | None:
+        """What the run waits for now, where the console has its code."""
+        return None if self.replay is None else self.replay.waiting
 
     @property
     def terminal(self) -> bool:
@@ -107,17 +117,21 @@ class RunView:
 
 
 def read_run(engine: Engine, workflow_id: str) -> RunView:
-    """The run's view: its state, its partition and its events read once each (the page's
-    cost does not grow with the number of runs in the store). Raises
+    """The run's view: its state, its partition, its events and its replay, each read once
+    (the page's cost does not grow with the number of runs in the store). Raises
     ``WorkflowNotFoundError``."""
     inspection = inspect_workflow(engine, workflow_id)
     events = tuple(engine.events(workflow_id, limit=EVENT_LIMIT))
+    replay = replay_view(engine, workflow_id)  # a read-only replay where the code is known
     now = engine.runtime.clock()
-    return build(inspection, events, now)
+    return build(inspection, events, now, replay)
 
 
 def build(
-    inspection: WorkflowInspection, events: tuple[dict[str, Any], ...], now: float
+    inspection: WorkflowInspection,
+    events: tuple[dict[str, Any], ...],
+    now: float,
+    replay: ReplayView | None = None,
 ) -> RunView:
     """Join the inspection and the events into rows placed on the run's span."""
     run = inspection.description
@@ -135,7 +149,7 @@ def build(
     rows = []
     for step in steps:
         before = [at for index, at in commits.items() if index < step.index]
-        began = max([start, *before])
+        began = max([start, *before, *([step.retried_at] if step.retried_at else [])])
         ended = step.committed_at
         stop = ended if ended is not None else (end if terminal else now)
         left = min(100.0 - MIN_BAR_PERCENT, max(0.0, (began - start) / span * 100))
@@ -153,4 +167,4 @@ def build(
                 attempts=attempts.get(step.slot, []),
             )
         )
-    return RunView(inspection, tuple(rows), events, now, start, end)
+    return RunView(inspection, tuple(rows), events, now, start, end, replay)

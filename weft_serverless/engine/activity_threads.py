@@ -64,10 +64,17 @@ class ActivityThreads:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
-    def submit(self, call: Callable[[], Any], *, wait: bool) -> Job | None:
-        """Run ``call`` on a thread; None when every place is taken and ``wait`` is False."""
+    def submit(
+        self, call: Callable[[], Any], *, wait: bool, placed: Callable[[], None] | None = None
+    ) -> Job | None:
+        """Run ``call`` on a thread; None when every place is taken and ``wait`` is False.
+
+        ``placed`` runs once the place is taken and before any thread can start ``call``.
+        """
         if not self._places.acquire(blocking=wait):
             return None
+        if placed is not None:
+            placed()
         job = Job(call)
         with self._lock:
             inbox = self._idle.pop() if self._idle else None

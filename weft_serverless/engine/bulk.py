@@ -9,7 +9,8 @@ stored cursor. A worker that loses that write (another one advanced the record) 
 
 Each run is acted on at most once per operation, even when a crash repeats a page: a cancel
 of an ended run does nothing, a signal carries ``signal_id = "bulk-<operation id>"`` (a
-repeat is deduplicated), and a retry writes a marker with its transition (``once``).
+repeat is deduplicated), and a retry writes a marker with its transition (``once``), in the
+run's partition so that purging the run deletes it.
 Runs are taken as the listing returns them when the page is read: a run that matches only
 after the dry run is acted on too (the count is not required to be unchanged).
 """
@@ -42,6 +43,10 @@ GRACE = 30.0  # seconds without progress after which maintenance continues an op
 RUNNING_OP = "running"
 COMPLETED = "completed"
 _MAX_ERRORS = 10  # failed runs kept in the record (id and error code), the first ones
+MARKS_RUNS = "marks_runs"
+"""Set in every operation stored from this release on: its retry markers live in the runs'
+partitions (purged with them); an operation stored before keeps its markers where they are,
+so a resume of it still finds the runs it retried."""
 
 Woken = Callable[[str], None]
 
@@ -114,6 +119,7 @@ def create(
         "failed": 0,
         "errors": [],
         "timer": timers.timer_ref(timer),
+        MARKS_RUNS: True,
     }
     key = keys.bulk_key(operation_id)
     ops: list[Op] = [
@@ -176,7 +182,8 @@ def _act(rt: Runtime, record: dict[str, Any], workflow_id: str, woken: Woken) ->
             if not signals.deliver(rt, workflow_id, record["name"], payload, signal_id):
                 return "done", ""  # delivered by this operation, on a page not saved then
         elif kind == RETRY:
-            marker = keys.bulk_run_key(record["id"], workflow_id)
+            marking = keys.bulk_run_key if record.get(MARKS_RUNS) else keys.legacy_bulk_run_key
+            marker = marking(record["id"], workflow_id)
             if not control.retry_failed(rt, workflow_id, once=marker):
                 # Its marker: retried by this operation on a page not saved then.
                 return ("skipped" if rt.storage.get(marker) is None else "done"), ""

@@ -21,7 +21,17 @@ from weft_serverless.errors_finalizers import TeardownPendingError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 
-from . import concurrency, finalizers, run_head, timers, transitions, wakeups
+from . import (
+    attempt_history,
+    concurrency,
+    event_log,
+    finalizers,
+    outbox,
+    run_head,
+    timers,
+    transitions,
+    wakeups,
+)
 from .ownership import Fragment
 from .records import (
     CANCELLED,
@@ -255,8 +265,9 @@ def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
 
 
 def retry_failed(rt: Runtime, workflow_id: str, once: Key | None = None) -> bool:
-    """Failed -> running, forgetting the failed step so it runs again from its last good one
-    (``once``: at most once per marker key, see ``_transition``)."""
+    """Failed -> running, setting the failed step aside so it runs again from its last good
+    one, with the failure kept as the run's history (``once``: at most once per marker key,
+    see ``_transition``)."""
     current = rt.storage.get(keys.state_key(workflow_id))
     if current is None:
         raise WorkflowNotFoundError(workflow_id)
@@ -273,7 +284,7 @@ def retry_failed(rt: Runtime, workflow_id: str, once: Key | None = None) -> bool
         RUNNING,
         frozenset({FAILED}),
         rotate=False,
-        extra=lambda s: _forget_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
+        extra=lambda s: _set_aside_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
         fields=lambda s: _retry_fields(rt, s),
         taking=_retry_slot,
         once=once,
@@ -285,6 +296,7 @@ def _retry_fields(rt: Runtime, state: WorkflowState) -> dict[str, Any]:
     """A retried run is active again, so it takes a slot of its key like a start (under
     either ``on_limit``: a full key refuses the retry, which never queues)."""
     fields = dict(state.extra)
+    fields[attempt_history.RETRIES_FIELD] = attempt_history.retries_of(state) + 1
     record = fields.get(concurrency.FIELD)
     if record is not None:
         fields[concurrency.FIELD] = concurrency.retake(rt, state.type, record)
@@ -298,8 +310,10 @@ def _retry_slot(new: WorkflowState) -> Fragment:
     return concurrency.slot_fragment(new, record["slot"])
 
 
-def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
-    """Deletes of the last top-level step's records when that step holds the failure.
+def _set_aside_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
+    """The retry's record (what it sets aside of the failure), its event, and the deletes of
+    the last top-level step's records when that step holds the failure (its retry records
+    stay: they are the step's history, and its next attempts are numbered after them).
 
     The steps are read as replay reads them (``load_history``: a run's head and the reader
     rule of ADR 0037 included). On a run with a head, the forgotten op records are replaced
@@ -309,20 +323,24 @@ def _forget_failed_step(rt: Runtime, state: WorkflowState) -> list[Op]:
     if history is None:
         return []
     tops = [slot for slot in history.ops if "." not in slot]
-    if not tops:
-        return []
-    slot = max(tops)
-    if history.ops[slot].get("ok", True):
-        return []
+    slot = max(tops) if tops else keys.step_slot(state.first_step)
+    failed = bool(tops) and history.ops[slot].get("ok", True) is False
+    if tops and not failed:  # the code failed after its last step: it runs on from there
+        slot = keys.step_slot(keys.counter_value(slot) + 1)
+    forgotten = {slot, *(s for s in history.ops if s.startswith(slot + "."))} if failed else set()
+    k, record = attempt_history.retry_record(
+        history, slot, forgotten & history.ops.keys(), rt.now()
+    )
+    ops: list[Op] = [Put(keys.retry_key(state.id, slot, k), encode(record))]
+    ops += outbox.item(rt, event_log.retried_event(state, slot, record))
+    if not failed:
+        return ops
     partition = keys.workflow_partition(state.id)
     epoch = rt.fence.commit_epoch(state.id)
-    forgotten = {slot, *(s for s in history.ops if s.startswith(slot + "."))}
-    ops: list[Op] = []
     if epoch is not None:
         ops += [Put(keys.op_key(state.id, s), run_head.tombstone(epoch)) for s in forgotten]
     for prefix in (
         keys.OP_PREFIX,
-        keys.ATTEMPT_PREFIX,
         keys.PENDING_PREFIX,
         keys.ASYNC_RESULT_PREFIX,
         keys.ACTIVITY_STARTED_PREFIX,

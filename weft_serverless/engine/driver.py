@@ -56,6 +56,7 @@ class DriveRequest:
     update: updates.IncomingUpdate | None = None
     read_only: bool = False
     ctx: WorkflowContext | None = None
+    seen: dict[str, Command[Any]] | None = None  # filled: the command yielded at each step
 
 
 def drive(
@@ -122,7 +123,7 @@ def _drive_once(
     state = history.state
     return rt.tracer.drive(
         workflow_id,
-        traceparent_of(state.extra, workflow_id, state.created_at),
+        traceparent_of(rt.tracer, state.extra, workflow_id, state.created_at),
         {"weft.workflow_id": workflow_id, "weft.workflow_type": state.type, "weft.run": state.run},
         lambda: _advance(rt, history, definition, runner, request),
     )
@@ -234,6 +235,8 @@ class _Run:
                 step += 1
                 resumed = False
             try:
+                if self.request.seen is not None:
+                    self.request.seen[slot] = cmd
                 if not resumed and self.history.updates_applied:
                     updates.replay_applied(self.ctx, self.history, slot)
                 record = self.history.ops.get(slot)

@@ -71,12 +71,17 @@ class Filter:
     started_before: float | None = None  # exclusive
     id_prefix: str | None = None
     order: Order = "oldest"
+    type_prefix: str | None = None
 
     def matches(self, item: Mapping[str, Any], status: str, workflow_id: str) -> bool:
         """Whether an index item (and the run it names) passes every filter."""
         if self.status is not None and status != self.status:
             return False
         if self.workflow_type is not None and item.get("type") != self.workflow_type:
+            return False
+        if self.type_prefix is not None and not str(item.get("type", "")).startswith(
+            self.type_prefix
+        ):
             return False
         if self.id_prefix is not None and not workflow_id.startswith(self.id_prefix):
             return False
@@ -97,6 +102,7 @@ def make_filter(
     started_before: float | datetime.datetime | None = None,
     id_prefix: str | None = None,
     order: str = "oldest",
+    type_prefix: str | None = None,
 ) -> Filter:
     check_page(status, 1, None)
     if workflow_type is not None and not isinstance(workflow_type, str):
@@ -105,6 +111,8 @@ def make_filter(
         raise InvalidFilterError(f"order must be 'oldest' or 'newest'; got {order!r}", "order")
     if id_prefix is not None and (not isinstance(id_prefix, str) or not id_prefix):
         raise InvalidFilterError("id_prefix must be a non-empty string", "id_prefix")
+    if type_prefix is not None and (not isinstance(type_prefix, str) or not type_prefix):
+        raise InvalidFilterError("type_prefix must be a non-empty string", "type_prefix")
     if where is not None and not isinstance(where, Mapping):
         raise InvalidFilterError("where must be a dict of {attribute: value or (op, value)}")
     declared = _declared(definitions, workflow_type)
@@ -118,6 +126,7 @@ def make_filter(
         _seconds(started_before, "started_before"),
         id_prefix,
         "newest" if order == "newest" else "oldest",
+        type_prefix,
     )
 
 

@@ -18,6 +18,7 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 
 from . import concurrency, finalizers
+from .attempt_history import failed_attempts
 from .records import (
     CANCELLED,
     COMPLETED,
@@ -25,7 +26,6 @@ from .records import (
     TERMINAL,
     TIMED_OUT,
     WorkflowState,
-    failed_attempts,
     load_history,
 )
 from .runtime import Runtime
@@ -56,6 +56,8 @@ class WorkflowDescription:
     dead-lettered), ``attempts``, ``last_error`` (ADR 0027)."""
     search_attributes: dict[str, Any] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    schedule_id: str | None = None
+    """The schedule that started the run (a fire, a trigger or a backfill), if one did."""
 
     @classmethod
     def of(
@@ -83,6 +85,7 @@ class WorkflowDescription:
             teardown=teardown,
             search_attributes=dict(state.extra.get("sa") or {}),
             tags=tuple(state.extra.get("tags") or ()),
+            schedule_id=state.schedule_id,
         )
 
     @property

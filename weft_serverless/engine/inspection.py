@@ -22,8 +22,10 @@ from weft_serverless.codec import decode, jsonable
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
+from . import attempt_history
+from .attempt_history import failed_attempts
 from .ownership.base import marker_mode
-from .records import History, failed_attempts, load_history
+from .records import History, load_history
 from .run_head import Head
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ class TimelineStep:
     timer: str | None = None
     heartbeat: dict[str, Any] | None = None  # the newest stored: attempt, at, details
     child_id: str | None = None  # the child workflow a child step started
+    retried_at: float | None = None  # a retry of the run last ran it (or its parent) again
 
     @property
     def index(self) -> int:
@@ -128,6 +131,7 @@ class TimelineStep:
             "detail": self.detail or None,
             "error": self.error,
             **({"heartbeat": jsonable(self.heartbeat)} if self.heartbeat is not None else {}),
+            **({"retried_at": self.retried_at} if self.retried_at is not None else {}),
         }
 
 
@@ -264,21 +268,12 @@ def timeline(history: History) -> list[TimelineStep]:
             step.timer = timer_kind(str(record["timer"][1]).rsplit("#", 1)[-1])
             step.detail = step.timer
         steps[slot] = step
-    for slot, attempts in history.attempts.items():
-        if slot in steps or not attempts:
-            continue
-        last = attempts[-1]
-        failed = int(last.get("n", len(attempts)))
-        steps[slot] = TimelineStep(
-            slot,
-            keys.describe_slot(slot),
-            str(last.get("sig") or "run"),
-            "retrying",
-            attempts=failed,
-            due_at=last.get("due"),
-            detail=f"attempt {failed} failed: {last.get('type')}: {last.get('message')}; "
-            f"attempt {failed + 1} is due then",
-        )
+    for slot, operation, status, failed, due, detail in attempt_history.unfinished(history):
+        if slot not in steps:
+            label = keys.describe_slot(slot)
+            steps[slot] = TimelineStep(slot, label, operation, status, failed, due, detail)
+    for slot, step in steps.items():
+        step.retried_at = attempt_history.retried_at(history, slot)
     _add_heartbeats(steps, history)
     for step in steps.values():
         if step.status in ("waiting", "retrying", "running"):
@@ -394,7 +389,8 @@ def _committed(slot: str, record: dict[str, Any], history: History, label: str) 
     elif signature.startswith("race("):
         step.detail = f"branch {int(record.get('i', 0)) + 1} won"
     elif failed_attempts:
-        step.detail = f"{failed_before} failed attempt(s) before"
+        step.detail = f"{max(failed_before, (attempts or 1) - 1)} failed attempt(s) before"
+    step.detail = attempt_history.with_retry_note(history, slot, step.detail)
     if step.due_at is not None and not step.detail:
         step.detail = "timer fired"
     return step

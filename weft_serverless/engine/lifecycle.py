@@ -58,7 +58,7 @@ def new_state(
     if execution_timeout is not None:
         extra["deadline"] = max(now, start_at or now) + execution_timeout
     if rt.tracer is not None:  # the run's trace, carried across invocations (tracing.py)
-        extra["trace"] = rt.tracer.new_traceparent()
+        extra["trace"] = rt.tracer.new_traceparent(workflow_id, workflow_type)
     state = WorkflowState(
         id=workflow_id,
         type=workflow_type,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from . import control, finalizers
+from . import control, finalizers, outbox
 from .handle import WorkflowDescription
 from .retention import purge_now
 from .runtime import Runtime
@@ -47,6 +47,12 @@ class OperatorMoves:
         """Finalizers that exhausted their retries (of one workflow id, or every one); they
         outlive purges of their runs, so an operator can act on them."""
         return finalizers.dead_letters(self._rt, workflow_id)
+
+    def list_event_dead_letters(self, workflow_id: str | None = None) -> list[dict[str, Any]]:
+        """Events the event sink kept refusing, moved out of the outbox (of one workflow id,
+        or every one): ``{event, tries, error, first_refused_at, at}`` each. Like finalizer
+        dead letters they outlive purges of their runs."""
+        return outbox.dead_letters(self._rt, workflow_id)
 
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""

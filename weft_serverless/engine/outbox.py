@@ -12,6 +12,12 @@ least once. Nothing is published by a deposed engine (ADR 0032): an event exists
 batch reporting it committed, and that batch carried its writer's fence; under ``lease`` the
 pass also proves it still holds the store lease right before calling the sink, and its
 deletes carry the lease fence.
+
+An event the sink refuses entry by entry counts a try in its outbox item; at
+``MAX_PUBLISH_TRIES`` (or at once when it is larger than one call may carry) it moves to the
+event dead letters, in one conditional write that removes it from the outbox, so no pass
+offers it again (ADR 0043). A call that fails as a whole (the network, a throttled or
+unreachable bus) counts no try: it says nothing about any one event.
 """
 
 from __future__ import annotations
@@ -29,6 +35,13 @@ from .telemetry import skip_unsupported
 
 MAX_EVENTS_PER_PASS = 100
 """Events one pass reads per shard; the rest wait for the next pass."""
+MAX_PUBLISH_TRIES = 10
+"""Refusals of one event by the sink before it moves to the dead letters: at one pass a
+minute, ten minutes of a bus refusing that entry and no other, well past a throttling burst."""
+
+Pending = tuple[Key, bytes, dict[str, Any]]
+"""An outbox item as read: its key, its stored bytes (the condition of any change) and its
+record (``event``, and ``tries``/``error`` once refused)."""
 
 
 def item(rt: Runtime, event: Mapping[str, Any]) -> list[Op]:
@@ -44,7 +57,7 @@ def publish(rt: Runtime) -> dict[str, int]:
     sink = rt.events
     if sink is None:
         return {}
-    pending: list[tuple[Key, dict[str, Any]]] = []
+    pending: list[Pending] = []
     for shard in range(keys.OUTBOX_SHARDS):
         partition = keys.outbox_partition(shard)
         for sort, value in rt.storage.scan(partition, limit=MAX_EVENTS_PER_PASS):
@@ -53,43 +66,109 @@ def publish(rt: Runtime) -> dict[str, int]:
             except UnsupportedSchemaVersionError as exc:
                 skip_unsupported(rt.metrics, exc)
                 continue
-            pending.append((Key(partition, sort), record["event"]))
+            pending.append((Key(partition, sort), value, record))
     if not pending:
         return {}
     rt.fence.check_store_fence()  # a deposed lease holder stops here, before publishing
     published: list[Key] = []
+    refused: list[tuple[Pending, str, bool]] = []  # (item, why, refused for good)
+    fits: list[tuple[Pending, int]] = []
+    for entry in pending:
+        size = int(sink.size_of(entry[2]["event"]))
+        if size > sink.max_bytes:  # no call may carry it: refused for good, tried never
+            why = f"{size} bytes, over the {sink.max_bytes} one call may carry"
+            refused.append((entry, why, True))
+        else:
+            fits.append((entry, size))
     failed = 0
-    for chunk in _calls(sink.max_batch, sink.max_bytes, pending, sink.size_of):
+    for chunk in _calls(sink.max_batch, sink.max_bytes, fits):
         try:
-            accepted = sink.publish([event for _, event in chunk])
+            accepted = sink.publish([record["event"] for _, _, record in chunk])
         except Exception as exc:  # the sink's transport: keep every event for the next pass
             logger.warning("events: publishing %d event(s) failed: %s", len(chunk), exc)
             failed += len(chunk)
             continue
-        for (key, _), ok in zip(chunk, accepted, strict=True):
+        for entry, ok in zip(chunk, accepted, strict=True):
             if ok:
-                published.append(key)
+                published.append(entry[0])
             else:
-                failed += 1
+                refused.append((entry, "refused by the sink", False))
     _delete(rt, published)
     rt.metrics.incr("events_published", len(published))
+    dead = sum(_refused(rt, entry, why, final) for entry, why, final in refused)
+    failed += len(refused) - dead
     if failed:
         rt.metrics.incr("events_publish_failed", failed)
-    return {"events_published": len(published), "events_kept": failed}
+    counts = {"events_published": len(published), "events_kept": failed}
+    if dead:
+        rt.metrics.incr("events_dead_lettered", dead)
+        counts["events_dead_lettered"] = dead
+    return counts
+
+
+def _refused(rt: Runtime, entry: Pending, why: str, final: bool) -> bool:
+    """Count a refusal in the item, or move it to the dead letters once refused for good
+    (``final``, or its ``MAX_PUBLISH_TRIES``-th); True when it moved. Either write is
+    conditioned on the bytes read, so an item another pass published (deleted) or counted
+    meanwhile is left to that pass."""
+    key, value, record = entry
+    now, event = rt.now(), record["event"]
+    tries = int(record.get("tries", 0)) + (not final)
+    first = record.get("first_refused_at", now)
+    if tries < MAX_PUBLISH_TRIES and not final:
+        update = {**record, "tries": tries, "error": why, "first_refused_at": first}
+        _fenced(rt, [Condition(key, value)], [Put(key, encode(update))])
+        return False
+    workflow_id, event_id = str(event["workflow_id"]), str(event["event_id"])
+    letter_key = keys.event_dead_letter_key(workflow_id, now, event_id)
+    letter = {"event": event, "tries": tries, "error": why, "first_refused_at": first, "at": now}
+    moved = _fenced(
+        rt,
+        [Condition(key, value), Condition(letter_key, None)],
+        [Delete(key), Put(letter_key, encode(letter))],
+    )
+    if moved:
+        logger.warning(
+            "events: event %s (%s of workflow %s) dead-lettered after %d refusal(s): %s; "
+            "Engine.list_event_dead_letters() lists it",
+            event.get("event_id"),
+            event.get("type"),
+            event.get("workflow_id"),
+            letter["tries"],
+            why,
+        )
+    return moved
+
+
+def _fenced(rt: Runtime, conditions: list[Condition], ops: list[Op]) -> bool:
+    """One conditional write under the pass's fence (when the mode has one)."""
+    fence = rt.fence.external_conditions()
+    if rt.storage.conditional_batch([*fence, *conditions], ops):
+        return True
+    if fence:
+        rt.fence.check_store_fence()  # deposed: stop; else another pass got there first
+    return False
+
+
+def dead_letters(rt: Runtime, workflow_id: str | None = None) -> list[dict[str, Any]]:
+    """Events moved out of the outbox (of one workflow id, or all), by workflow id then time;
+    each ``{event, tries, error, first_refused_at, at}``."""
+    prefix = "" if workflow_id is None else keys.enc(workflow_id) + "#"
+    return [
+        dict(decode_record(value, f"event dead letter {sort!r}"))
+        for sort, value in rt.storage.scan(keys.EVENT_DEAD_LETTER_PARTITION, prefix)
+    ]
 
 
 def _calls(
-    max_batch: int,
-    max_bytes: int,
-    pending: list[tuple[Key, dict[str, Any]]],
-    size_of: Any,
-) -> list[list[tuple[Key, dict[str, Any]]]]:
-    """Split the events into sink calls of at most ``max_batch`` events and ``max_bytes``."""
-    calls: list[list[tuple[Key, dict[str, Any]]]] = []
-    current: list[tuple[Key, dict[str, Any]]] = []
+    max_batch: int, max_bytes: int, pending: list[tuple[Pending, int]]
+) -> list[list[Pending]]:
+    """Split the events (with their sizes) into sink calls of at most ``max_batch`` events
+    and ``max_bytes``."""
+    calls: list[list[Pending]] = []
+    current: list[Pending] = []
     size = 0
-    for entry in pending:
-        entry_size = int(size_of(entry[1]))
+    for entry, entry_size in pending:
         if current and (len(current) >= max_batch or size + entry_size > max_bytes):
             calls.append(current)
             current, size = [], 0

@@ -37,6 +37,8 @@ TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, TIMED_OUT})
 
 RUN_FIELD = "run"
 FIRST_STEP_FIELD = "base"
+SCHEDULE_FIELD = "schedule"
+"""The run's state names the schedule that started it."""
 
 
 @dataclass(slots=True)
@@ -62,6 +64,12 @@ class WorkflowState:
     def run(self) -> int:
         """Which run of this workflow id this is: 1, then one more per ``continue_as_new``."""
         return int(self.extra.get(RUN_FIELD, 1))
+
+    @property
+    def schedule_id(self) -> str | None:
+        """The schedule that started this run, if one did."""
+        found = self.extra.get(SCHEDULE_FIELD)
+        return None if found is None else str(found)
 
     @property
     def first_step(self) -> int:
@@ -127,12 +135,16 @@ ATTEMPT_HISTORY = 10
 MAX_ATTEMPT_MESSAGE = 1024
 
 
-def attempt_failure(number: int, error_type: str, message: str, at: float) -> dict[str, Any]:
-    """The stored facts of one failed attempt (a retry record carries them with its timer)."""
+def attempt_failure(
+    number: int, error_type: str, message: str, at: float, **optional: Any
+) -> dict[str, Any]:
+    """The stored facts of one failed attempt (a retry record carries them with its timer);
+    ``optional`` fields (its traceback ``tb``, its start ``s``) are kept when not None."""
     if len(message) > MAX_ATTEMPT_MESSAGE:
         extra = len(message) - MAX_ATTEMPT_MESSAGE
         message = message[:MAX_ATTEMPT_MESSAGE] + f"... [{extra} more characters]"
-    return {"n": number, "type": error_type[:256], "message": message, "at": at}
+    failure = {"n": number, "type": error_type[:256], "message": message, "at": at}
+    return failure | {name: value for name, value in optional.items() if value is not None}
 
 
 def error_record(kind: str, error_type: str, message: str, **fields: Any) -> dict[str, Any]:
@@ -176,6 +188,8 @@ class History:
     earlier: list[str] = field(default_factory=list)
     # This run's registered finalizers (``ctx.on_cancel``) by ``{slot}#{position}``.
     finalizers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The run's retries by the step they ran again, oldest first (engine/attempt_history.py).
+    retries: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def top_level_steps(self) -> int:
         return sum(1 for slot in self.ops if "." not in slot)
@@ -199,51 +213,6 @@ class History:
         while a fresh read would give exactly these)."""
         s = self.state
         return (s.id, s.type, s.version, s.input, s.created_at, self.replayed)
-
-
-def failed_attempts(history: History) -> list[dict[str, Any]]:
-    """Every stored failed activity attempt, by step then attempt: the kept retry records
-    (the newest ``ATTEMPT_HISTORY`` of each step) and a step's final failure, if it failed."""
-    out: list[dict[str, Any]] = []
-    for slot in sorted(set(history.attempts) | set(history.ops)):
-        op = history.ops.get(slot) or {}
-        err = op.get("err") or {}
-        retried = history.attempts.get(slot, [])
-        final = [err] if op.get("ok", True) is False and err.get("kind") == "activity" else []
-        if not retried and not final:
-            continue
-        activity = str((retried[-1] if retried else op).get("sig", "run:"))[len("run:") :]
-        step = keys.describe_slot(slot)
-        for record in retried:
-            out.append(
-                _failure(step, slot, activity, record["n"], record, record.get("at"), record["due"])
-            )
-        for record in final:
-            out.append(
-                _failure(step, slot, activity, record["attempts"], record, op.get("at"), None)
-            )
-    return out
-
-
-def _failure(
-    step: str,
-    slot: str,
-    activity: str,
-    attempt: int,
-    record: dict[str, Any],
-    failed_at: float | None,
-    retry_at: float | None,
-) -> dict[str, Any]:
-    return {
-        "step": step,
-        "slot": slot,
-        "activity": activity,
-        "attempt": attempt,
-        "error_type": record.get("type", ""),
-        "message": record.get("message", ""),
-        "failed_at": failed_at,
-        "retry_at": retry_at,
-    }
 
 
 def load_history(storage: Storage, workflow_id: str) -> History | None:
@@ -301,7 +270,8 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     if not old:
         return
     h.earlier = [sort for sort, slot in slotted if slot in old]
-    for table in (h.ops, h.pending, h.children, h.attempts, h.updates_applied, h.heartbeats):
+    tables = (h.ops, h.pending, h.children, h.attempts, h.updates_applied, h.heartbeats)
+    for table in (*tables, h.retries):
         for slot in old & table.keys():
             del table[slot]
     for ref_table in (h.async_results, h.started, h.finalizers, h.blobs):
@@ -331,9 +301,10 @@ _UPDATE_RESPONSE = _family(keys.UPDATE_RESPONSE_PREFIX)
 _HEARTBEAT = _family(keys.HEARTBEAT_PREFIX)
 _FINALIZER = _family(keys.FINALIZER_PREFIX)
 _BLOB = _family(keys.BLOB_PREFIX)
+_RETRY = _family(keys.RETRY_PREFIX)
 _DECODED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _SIGNAL, _CHILD, _VERSION, _ASYNC_RESULT, _ACTIVITY_STARTED}
-    | {_HEARTBEAT, _FINALIZER}
+    | {_HEARTBEAT, _FINALIZER, _RETRY}
 )
 
 
@@ -360,11 +331,13 @@ def _file(h: History, family: str, rest: str, sort: str, value: bytes, record: A
         h.heartbeats[rest] = record
     elif family == _FINALIZER:
         h.finalizers[rest] = record
+    elif family == _RETRY:
+        h.retries.setdefault(rest.rsplit("#", 1)[0], []).append(record)
 
 
 _SLOTTED_FAMILIES = frozenset(
     {_OP, _PENDING, _ATTEMPT, _CHILD, _ASYNC_RESULT, _ACTIVITY_STARTED, _UPDATE_APPLIED}
-    | {_HEARTBEAT, _FINALIZER, _BLOB}
+    | {_HEARTBEAT, _FINALIZER, _BLOB, _RETRY}
 )
 """Families whose key starts with the step slot they belong to (after ``family#``)."""
 

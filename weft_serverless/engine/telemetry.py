@@ -45,6 +45,20 @@ def run_fields(workflow_id: str) -> Iterator[RunFields]:
         _current_run.reset(token)
 
 
+def pin_step(step: Callable[[], str | None]) -> None:
+    """Lines written from here on carry the drive's run with ``step`` as their step.
+
+    For an attempt on an activity thread or task, which runs in a copy of its drive's
+    context made for it alone (dropped afterwards, so nothing is reset): by the time a line
+    is written the drive may be advancing another branch.
+    """
+    drive = _current_run.get()
+    if drive is not None:
+        fields = RunFields(drive.workflow_id)
+        fields.workflow_type, fields.step = drive.workflow_type, step
+        _current_run.set(fields)
+
+
 class _AddRunFields(logging.Filter):
     """Adds ``workflow_id``, ``workflow_type`` and ``step`` to each record written inside a
     drive, as record attributes: structured fields for any JSON formatter (powertools'

@@ -74,10 +74,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "inline-branch-wrong-slot",
-        "engine/steps/compose.py",
-        "            scope.commit_done(branch, sub, done)",
-        "            scope.commit_done("
-        "branch, keys.branch_slot(slot, len(cmd.commands) - 1 - index), done)",
+        "engine/steps/fan_out.py",
+        "        done = scope.advance(branch, sub)\n        if done is not None:\n"
+        "            node.branch_done(index, done)",
+        "        done = scope.advance(branch, sub)\n        if done is not None:\n"
+        "            node.branch_done(len(node.cmd.commands) - 1 - index, done)",
         "all (one after another)",
         "a branch run inline is recorded at another branch's slot",
     ),
@@ -100,9 +101,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the named defects ------------------------------------------------------------
     Mutation(
         "parallel-branch-wrong-slot",
-        "engine/steps/compose.py",
-        "scope.commit_done(branch, keys.branch_slot(slot, index), done)",
-        "scope.commit_done(branch, keys.branch_slot(slot, len(outcomes)), done)",
+        "engine/steps/fan_out.py",
+        "sub = keys.branch_slot(self.slot, index)\n        self.tree.scope.commit_done(",
+        "sub = keys.branch_slot(self.slot, len(self.outcomes))\n"
+        "        self.tree.scope.commit_done(",
         "all (branches together)",
         "a branch is recorded at the sub-slot of its finishing order",
     ),
@@ -152,9 +154,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- one or more per feature of the workload ----------------------------------------------
     Mutation(
         "map-ignores-bound",
-        "engine/steps/compose.py",
-        "return bound if cmd.max_concurrency is None else min(cmd.max_concurrency, bound)",
-        "return bound",
+        "engine/steps/fan_out.py",
+        "self.group = Group(bound if mc is None else min(mc, bound))",
+        "self.group = Group(bound)",
         "map",
         "a map runs more items at once than its max_concurrency",
     ),
@@ -168,7 +170,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "race-forgets-winner",
-        "engine/steps/compose.py",
+        "engine/steps/fan_out.py",
         'record = {"i": index, "v": encode(done.outcome.value)}',
         'record = {"i": 0, "v": encode(done.outcome.value)}',
         "race",

@@ -203,8 +203,9 @@ def bulk_operations_finish_exactly(world: World) -> list[str]:
     then left the filter, is not met again when the page is repeated)."""
     acted: dict[str, set[str]] = {}
     for key in model(world).acted:
-        if key.partition.startswith("bulkrun#"):
-            acted.setdefault(keys.dec(key.partition[len("bulkrun#") :]), set()).add(key.sort)
+        if key.sort.startswith(keys.BULK_RUN_PREFIX):  # a retry marker, in the run's partition
+            op_id = keys.dec(key.sort[len(keys.BULK_RUN_PREFIX) :])
+            acted.setdefault(op_id, set()).add(key.partition)
         else:
             signal_id = keys.dec(key.sort[len(keys.SIGNAL_ID_PREFIX) :])
             acted.setdefault(signal_id[len(BULK_SIGNAL) :], set()).add(key.partition)

@@ -95,9 +95,13 @@ class SimThreads(ActivityThreads):
         self.hung: list[SimJob] = []
         self.running = False  # a job is running now (an activity may hang only then)
 
-    def submit(self, call: Callable[[], Any], *, wait: bool) -> Job | None:
+    def submit(
+        self, call: Callable[[], Any], *, wait: bool, placed: Callable[[], None] | None = None
+    ) -> Job | None:
         if len(self.queued) + len(self.hung) >= self.limit and not wait:
             return None
+        if placed is not None:
+            placed()  # as the real pool: once the place is taken, before the call can run
         job = SimJob(call, self)
         self.queued.append(job)
         return job

@@ -131,7 +131,7 @@ class StoreModel:
         if not isinstance(op, Put):
             return
         sig_id = keys.SIGNAL_ID_PREFIX + keys.enc(BULK_SIGNAL)
-        if key.sort.startswith(sig_id) or key.partition.startswith("bulkrun#"):
+        if key.sort.startswith((sig_id, keys.BULK_RUN_PREFIX)):
             self.acted[key] = self.acted.get(key, 0) + 1
             if self.acted[key] > 1:
                 self.file("bulk-acts-once", f"{where}: {key} acted on a second time")

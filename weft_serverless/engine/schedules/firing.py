@@ -1,5 +1,8 @@
 """Firing a schedule: each fire is one atomic batch that advances the schedule's record and
 starts the run (``{schedule_id}-{T:%Y%m%dT%H%M%SZ}``), conditional on the record as read.
+A manual trigger is a fire of its own: its run ends in a mark (``MANUAL_MARKS``) instead of
+``Z``, the first one free in that second, so it never takes a scheduled fire's id nor
+another trigger's (ADR 0043).
 
 Two engines firing the same tick race on that condition (and on the run's state being
 absent): one batch lands, the other re-reads and finds nothing left to do. Under ``lease``
@@ -17,13 +20,13 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from weft_serverless.errors import WeftError
+from weft_serverless.errors import WeftError, WorkflowBusyError
 from weft_serverless.schedule_errors import InvalidScheduleError, ScheduleNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op
 
 from .. import control, lifecycle
-from ..records import TERMINAL, WorkflowState
+from ..records import SCHEDULE_FIELD, TERMINAL, WorkflowState
 from ..runtime import Runtime, logger
 from . import record as records
 from .record import ScheduleRecord
@@ -33,16 +36,25 @@ Wake = Callable[[str], None]
 ATTEMPTS = 8
 MAX_BACKFILL = 1000
 """The most fires one ``backfill`` call starts or counts."""
-SCHEDULE_FIELD = "schedule"
-"""The run's state names the schedule that started it."""
 WAKE_FIELD = "schedule_wake"
 """Set on runs of a ``queue`` schedule: their end arms the schedule's timer at once."""
+MANUAL_MARKS = "abcdefghijklmnopqrstuvwxyz0123456789"
+"""What ends a manual trigger's run id in place of a fire's ``Z``: the n-th trigger of one
+second takes the n-th mark, so the id keeps a fire id's length (a schedule id leaves room
+for that suffix and no more) and still says when it was asked for."""
+QUEUED_RUN = "queued_run"
+"""The record's ``extra`` names the run id a queued manual trigger starts under."""
 
 
 def run_id(schedule_id: str, fire: float) -> str:
     """The id of the run a fire at ``fire`` (epoch seconds) starts: the same on every engine."""
     moment = datetime.datetime.fromtimestamp(fire, datetime.UTC)
     return f"{schedule_id}-{moment:%Y%m%dT%H%M%SZ}"
+
+
+def manual_run_id(schedule_id: str, at: float, nth: int) -> str:
+    """The id of the ``nth`` manual trigger (from 0) in the second of ``at``."""
+    return run_id(schedule_id, at)[:-1] + MANUAL_MARKS[nth]
 
 
 @dataclass(slots=True)
@@ -80,8 +92,8 @@ def fire_due(rt: Runtime, schedule_id: str, wake: Wake) -> None:
             return
         started = _commit(rt, raw, plan)
         if started is None:
-            # Raced: another engine fired, or this fire's run exists already (a trigger in
-            # the same second started it): then the fire is done, and only the record moves.
+            # Raced: another engine fired, or this fire's run exists already (a backfill
+            # started it): then the fire is done, and only the record moves.
             if plan.start is not None and rt.storage.get(keys.state_key(plan.start.id)):
                 taken.add(plan.start.id)
             continue
@@ -93,9 +105,31 @@ def fire_due(rt: Runtime, schedule_id: str, wake: Wake) -> None:
 
 
 def trigger(rt: Runtime, schedule_id: str, at: float, wake: Wake) -> str | None:
-    """Fire now (``at``): the run's id, or None when the overlap policy skipped or queued it.
-    A fire whose run exists already (a repeated call in the same second) returns that run."""
-    return _fire_at(rt, schedule_id, at, wake)[0]
+    """Fire now (``at``) under the first manual run id of that second nobody has: the run's
+    id, or None when the overlap policy skipped or queued it. Raises ``WorkflowBusyError``
+    once every mark of the second is taken."""
+    for _ in range(ATTEMPTS * len(MANUAL_MARKS)):
+        rec, raw = records.read(rt, schedule_id)
+        taken = rec.extra.get(QUEUED_RUN)
+        free = (
+            workflow_id
+            for workflow_id in (manual_run_id(schedule_id, at, n) for n in range(len(MANUAL_MARKS)))
+            if workflow_id != taken and rt.storage.get(keys.state_key(workflow_id)) is None
+        )
+        workflow_id = next(free, None)
+        if workflow_id is None:
+            raise WorkflowBusyError(
+                f"schedule {schedule_id!r} was triggered {len(MANUAL_MARKS)} times this "
+                "second; trigger it again in the next second"
+            )
+        plan = _fire(rt, replace(rec, running=live_runs(rt, rec.running)), at, None, workflow_id)
+        started = _commit(rt, raw, plan)
+        if started is None:
+            continue  # raced: the record moved, or another trigger took this id
+        if started:
+            wake(started)
+        return started or None
+    raise _racing(schedule_id)
 
 
 def backfill(rt: Runtime, schedule_id: str, start: float, end: float, wake: Wake) -> list[str]:
@@ -140,7 +174,9 @@ def _plan_due(rt: Runtime, rec: ScheduleRecord, now: float, taken: set[str]) -> 
     live = live_runs(rt, rec.running)
     current = replace(rec, running=live)
     if rec.queued is not None and not live and not rec.paused:
-        plan = _fire(rt, replace(current, queued=None), rec.queued, taken)
+        extra = {k: v for k, v in rec.extra.items() if k != QUEUED_RUN}
+        queued_run = rec.extra.get(QUEUED_RUN)  # a manual trigger's, or the fire's own id
+        plan = _fire(rt, replace(current, queued=None, extra=extra), rec.queued, taken, queued_run)
         plan.more = _next_due(rec, now)
         return plan
     if not _next_due(rec, now):
@@ -179,20 +215,31 @@ def _next_due(rec: ScheduleRecord, now: float) -> bool:
     return keys.is_due(now, rec.spec.due(rec.id, rec.next))
 
 
-def _fire(rt: Runtime, rec: ScheduleRecord, fire: float, taken: set[str] | None = None) -> _Plan:
+def _fire(
+    rt: Runtime,
+    rec: ScheduleRecord,
+    fire: float,
+    taken: set[str] | None = None,
+    workflow_id: str | None = None,
+) -> _Plan:
     """One fire at ``fire`` with the overlap policy applied; ``rec.running`` is live.
-    ``taken``: run ids found existing, whose fire is done already."""
+    ``taken``: run ids found existing, whose fire is done already; ``workflow_id``: the
+    run's id when it is not the fire's own (a manual trigger's)."""
     overlap = rec.spec.overlap
-    if taken and run_id(rec.id, fire) in taken:
+    workflow_id = workflow_id or run_id(rec.id, fire)
+    if taken and workflow_id in taken:
         return _Plan(rec)
     if rec.running and overlap == "skip":
         return _Plan(replace(rec, skipped=rec.skipped + 1))
     if rec.running and overlap == "queue":
         if rec.queued is not None:
             return _Plan(replace(rec, skipped=rec.skipped + 1))  # one fire waits at most
-        return _Plan(replace(rec, queued=fire))
+        extra = dict(rec.extra)
+        if workflow_id != run_id(rec.id, fire):
+            extra[QUEUED_RUN] = workflow_id
+        return _Plan(replace(rec, queued=fire, extra=extra))
     cancel = rec.running if overlap == "cancel_running" else ()
-    state = lifecycle.new_state(rt, rec.workflow_type, run_id(rec.id, fire), rec.input)
+    state = lifecycle.new_state(rt, rec.workflow_type, workflow_id, rec.input)
     state.extra[SCHEDULE_FIELD] = rec.id
     if overlap == "queue":
         state.extra[WAKE_FIELD] = True

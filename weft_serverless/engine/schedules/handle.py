@@ -51,8 +51,9 @@ class ScheduleHandle:
         manage.change(self._rt, self.id, lambda rec: manage.resume(self._rt, rec))
 
     def trigger(self) -> WorkflowHandle | None:
-        """Fire now (the run id carries this call's time); None when overlap skipped or
-        queued the fire."""
+        """Fire now, as a fire of its own: its run id carries this call's second and a mark
+        of its own (two triggers in one second are two runs, and neither takes a scheduled
+        fire's id); None when overlap skipped or queued the fire."""
         started = firing.trigger(self._rt, self.id, float(int(self._rt.now())), self._wake)
         return None if started is None else self._handle_of(started)
 

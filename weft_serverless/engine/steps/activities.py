@@ -6,6 +6,8 @@ async-pending record (``pend#s@n``) answered by ``asyncres#s#n``, and for an ide
 activity one "started" record (``actrec#s``) written before the first attempt runs. Retry
 records are the step's failure history: the batch writing one deletes the one
 ``ATTEMPT_HISTORY`` attempts older, so at most that many are kept (numbering reads ``n``).
+After a retry of the run, a step it ran again starts afresh (its retry policy and budget
+count from there) while its attempts are numbered on after the last (``attempt_history``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
 from weft_serverless.workflow import ActivityDefinition
 
-from .. import event_log, outbox, timers
+from .. import attempt_history, event_log, outbox, timers
 from ..commit import commit
 from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
 from ..records import ATTEMPT_HISTORY, attempt_failure, error_record
@@ -63,6 +65,7 @@ class Ready:
     previous_hb: bytes | None
     prepared_at: float  # engine time ``prepare`` ran: the attempt starts at once after it
     budget_end: float | None  # engine time the step's schedule_to_close runs out (None: never)
+    base: int = 0  # the step's last attempt before a retry of the run: the policy counts after
     result: AttemptResult | None = None
     park_failures: list[BaseException] = field(default_factory=list)
 
@@ -108,17 +111,22 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[dict[str, Any]] = scope.history.attempts.get(slot, [])
+    base = attempt_history.base(scope.history, slot) if scope.history.retries else 0
+    if base:  # this round's records only: a retry of the run gave the step a fresh start
+        attempts = [record for record in attempts if int(record["n"]) > base]
     now = rt.now()
     if attempts and not keys.is_due(now, attempts[-1]["due"]):
         return None
-    number = int(attempts[-1]["n"]) + 1 if attempts else 1
+    number = int(attempts[-1]["n"]) + 1 if attempts else base + 1
     first = float(attempts[0].get("first", attempts[0]["at"])) if attempts else now
     previous = attempts[-1].get("hb") if attempts else None
     context = ActivityContext(workflow_id, cmd.activity, number, slot, cmd.idempotency_key)
     context.provide_services = rt.services.provider(cmd.activity, activity.services)
     s2c = cmd.schedule_to_close
     budget_end = None if s2c is None else first + s2c
-    ready = Ready(cmd, activity, encoded_input, number, context, first, previous, now, budget_end)
+    ready = Ready(
+        cmd, activity, encoded_input, number, context, first, previous, now, budget_end, base
+    )
     if scope.history.async_results:
         ready.result = _async_outcome(scope, cmd, slot, number)
         if ready.result is not None:
@@ -166,13 +174,20 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
         done = scope.finish(slot, Outcome(value), {"v": verdict.value, "a": number})
         done.ops.extend(beat_ops)
         return done
-    retries = verdict.retryable and number < cmd.retry.max_attempts
-    due = rt.now() + cmd.retry.backoff(number) if retries else None
+    retries = verdict.retryable and number - ready.base < cmd.retry.max_attempts
+    due = rt.now() + cmd.retry.backoff(number - ready.base) if retries else None
     budget_end = ready.budget_end
     if due is not None and budget_end is not None and due > budget_end:
         verdict = _out_of_budget(ready, f"retry {number + 1} would start after it", verdict)
         due = None
-    failure = attempt_failure(number, verdict.error_type, verdict.message, rt.now())
+    failure = attempt_failure(
+        number,
+        verdict.error_type,
+        verdict.message,
+        rt.now(),
+        tb=verdict.traceback,
+        s=None if ready.result is not None else ready.prepared_at,
+    )
     _log_failed_attempt(scope, cmd, slot, failure, due)
     if due is not None:
         rt.metrics.activity_retries += 1
@@ -207,6 +222,9 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
     fields: dict[str, Any] = {"activity": cmd.activity, "attempts": number}
     if verdict.timeout is not None:
         fields["timeout"] = verdict.timeout
+    for name in ("tb", "s"):  # its traceback and start, as a retry record keeps them
+        if name in failure:
+            fields[name] = failure[name]
     err = error_record("activity", verdict.error_type, verdict.message, **fields)
     done = scope.finish(slot, Outcome(error=error_from_record(err)), {"ok": False, "err": err})
     done.ops.extend(beat_ops)
@@ -228,6 +246,7 @@ def _out_of_budget(ready: Ready, why: str, last: AttemptResult | None = None) ->
         message=message,
         retryable=False,
         timeout="schedule_to_close",
+        traceback=None if last is None else last.traceback,
     )
 
 

@@ -11,6 +11,7 @@ must be idempotent and should check ``current_activity().cancelled``).
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,13 +25,16 @@ from weft_serverless.errors_activity import TimeoutKind
 from weft_serverless.storage import keys
 from weft_serverless.workflow import ActivityDefinition
 
+from .. import tracebacks
 from ..records import cut_message
 from ..runtime import Runtime
+from ..telemetry import pin_step
 
 if TYPE_CHECKING:  # futures are imported by the first attempt that runs off the drive's thread
     from concurrent.futures import Future
 
     from ..activity_threads import Job
+    from ..tracing import RunsOn
 
 POLL_SECONDS = 0.05
 """How often a watching drive looks at its attempts' limits, cancels and the invocation clock
@@ -50,6 +54,7 @@ class AttemptResult:
     message: str = ""
     retryable: bool = True
     timeout: TimeoutKind | None = None
+    traceback: str | None = None  # of the exception the activity raised (bounded)
 
 
 class Ran:
@@ -97,6 +102,10 @@ class Attempt:
         self.job: Job | None = None
         self.span: Any = None  # its trace span, when the engine has a tracer
 
+    def step(self) -> str:
+        """The step it runs, as log lines and spans name it (``3``, ``1 (branch 2)``)."""
+        return keys.describe_slot(self.context.slot)
+
     def beaten(self, now: float) -> None:
         """A heartbeat arrived: the heartbeat timeout counts from here."""
         self.beat, self.beat_real = now, time.monotonic()
@@ -141,45 +150,79 @@ def start(
     wait_for_place: bool = True,
 ) -> bool:
     """Start ``attempt`` (finished already when ``inline``); False when no thread was free
-    and ``wait_for_place`` is False."""
+    and ``wait_for_place`` is False.
+
+    The activity runs in its drive's context (``contextvars``) with its attempt's span
+    current, on whichever thread or event-loop task runs it: what it traces nests there.
+    """
     rt.metrics.activity_attempts += 1
     rt.attempts.add(attempt.context)
-    if rt.tracer is not None and (inline or activity.is_async):
-        _open_span(rt, attempt)
     args = (decode(encoded_input),) if activity.takes_input else ()
     context = attempt.context
     if activity.is_async:
-        attempt.future = rt.activity_threads.run_coroutine(_run_async(activity, args, context))
+        if rt.tracer is not None:
+            _open_span(rt, attempt, "task")
+        # the task runs in a copy of this thread's context (call_soon_threadsafe's rule)
+        coroutine = _run_async(rt, activity, args, attempt)
+        attempt.future = rt.activity_threads.run_coroutine(coroutine)
         return True
     if inline:
+        if rt.tracer is not None:
+            _open_span(rt, attempt, "drive")
         set_current(context)
         try:
-            attempt.future = Ran(activity.fn(*args))
+            span = attempt.span
+            value = activity.fn(*args) if span is None else _call(rt, attempt, activity, args)
+            attempt.future = Ran(value)
         except Exception as exc:
             attempt.future = Ran(error=exc)
+        except BaseException as exc:  # not the activity's failure: the drive stops here
+            _close_span(rt, attempt, "error", type(exc).__name__)
+            raise
         finally:
             set_current(None)
         return True
 
-    def call() -> Any:
-        set_current(context)
-        try:
-            return activity.fn(*args)
-        finally:
-            set_current(None)
+    drive_context = contextvars.copy_context()
 
-    job = rt.activity_threads.submit(call, wait=wait_for_place)
+    def call() -> Any:
+        return drive_context.run(_call_on_thread, rt, attempt, activity, args)
+
+    # the span opens once a place is taken and before the thread can start the call:
+    # a refused submission leaves no span, and the thread always finds its span
+    placed = None if rt.tracer is None else lambda: _open_span(rt, attempt, "thread")
+    job = rt.activity_threads.submit(call, wait=wait_for_place, placed=placed)
     if job is None:
         rt.metrics.activity_attempts -= 1
         rt.attempts.discard(context)
         return False
     attempt.job, attempt.future = job, job.future
-    if rt.tracer is not None:
-        _open_span(rt, attempt)
     return True
 
 
-def _open_span(rt: Runtime, attempt: Attempt) -> None:
+def _call(
+    rt: Runtime, attempt: Attempt, activity: ActivityDefinition, args: tuple[Any, ...]
+) -> Any:
+    """The activity's call, with its attempt's span current when there is one."""
+    span = attempt.span
+    if span is None or rt.tracer is None:
+        return activity.fn(*args)
+    with rt.tracer.activated(span):
+        return activity.fn(*args)
+
+
+def _call_on_thread(
+    rt: Runtime, attempt: Attempt, activity: ActivityDefinition, args: tuple[Any, ...]
+) -> Any:
+    set_current(attempt.context)
+    pin_step(attempt.step)
+    try:
+        return _call(rt, attempt, activity, args)
+    finally:
+        set_current(None)
+
+
+def _open_span(rt: Runtime, attempt: Attempt, runs_on: RunsOn) -> None:
     """The attempt's span, a child of its drive's span whichever thread the attempt runs on."""
     assert rt.tracer is not None
     context = attempt.context
@@ -189,9 +232,10 @@ def _open_span(rt: Runtime, attempt: Attempt) -> None:
         {
             "weft.workflow_id": context.workflow_id,
             "weft.activity": context.activity,
-            "weft.step": keys.describe_slot(context.slot),
+            "weft.step": attempt.step(),
             "weft.attempt": context.attempt,
         },
+        runs_on,
     )
 
 
@@ -202,10 +246,15 @@ def _close_span(rt: Runtime, attempt: Attempt, outcome: str, error_type: str = "
 
 
 async def _run_async(
-    activity: ActivityDefinition, args: tuple[Any, ...], context: ActivityContext
+    rt: Runtime, activity: ActivityDefinition, args: tuple[Any, ...], attempt: Attempt
 ) -> Any:
-    set_current(context)  # this task's own context: other attempts on the loop keep theirs
-    return await activity.fn(*args)
+    set_current(attempt.context)  # this task's own context: other attempts on the loop keep theirs
+    pin_step(attempt.step)
+    span = attempt.span
+    if span is None or rt.tracer is None:
+        return await activity.fn(*args)
+    with rt.tracer.activated(span):
+        return await activity.fn(*args)
 
 
 def give_up(rt: Runtime, attempt: Attempt, outcome: str = CANCELLED) -> None:
@@ -232,7 +281,11 @@ def result_of(rt: Runtime, attempt: Attempt) -> AttemptResult:
             error_type=type(exc).__name__,
             message=cut_message(str(exc)),
             retryable=cmd.retry.is_retryable(names, exc),
+            traceback=tracebacks.of(exc),
         )
+    except BaseException as exc:  # escaped the activity on its thread: the drive stops here
+        _close_span(rt, attempt, "error", type(exc).__name__)
+        raise
     else:
         if context.async_token is not None:
             result = AttemptResult(ok=True)

@@ -21,6 +21,7 @@ from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
 
 from .. import history_limit, run_head, timers, wakeups
+from ..attempt_history import RETRIES_FIELD
 from ..commit import cleanup_chunks, commit, commit_cleanup, commit_on_head, commit_step
 from ..outcomes import Done, Outcome
 from ..records import History
@@ -83,6 +84,9 @@ class StepScope(ABC):
         """Write a finished step's op record together with its effects."""
         history_limit.check(self.history, self.definition)
         record = {"sig": cmd.signature(), "at": self.rt.now(), **done.record}
+        retries = self.history.state.extra.get(RETRIES_FIELD)
+        if retries:  # its event id stays apart from the records a retry set aside
+            record["r"] = retries
         epoch = self.rt.fence.commit_epoch(self.workflow_id)
         if epoch is not None:
             record[FENCE_EPOCH] = epoch

@@ -24,6 +24,7 @@ VERSION_PREFIX = "ver#"
 ASYNC_RESULT_PREFIX = "asyncres#"
 ACTIVITY_STARTED_PREFIX = "actrec#"
 HEARTBEAT_PREFIX = "hb#"
+RETRY_PREFIX = "retry#"
 OWNER_EPOCH = "owner#epoch"
 OWNER_HOLDER = "owner#holder"
 OWNER_HEAD = "owner#head"
@@ -138,6 +139,12 @@ def activity_started_key(workflow_id: str, slot: str, attempt: int) -> Key:
 def heartbeat_key(workflow_id: str, slot: str) -> Key:
     """The latest heartbeat of the step at ``slot`` (one record a step, overwritten)."""
     return Key(workflow_partition(workflow_id), HEARTBEAT_PREFIX + slot)
+
+
+def retry_key(workflow_id: str, slot: str, retry: int) -> Key:
+    """The run's ``retry``-th retry, at the step it ran again: what it set aside of the
+    failure it retried (engine/attempt_history.py)."""
+    return Key(workflow_partition(workflow_id), f"{RETRY_PREFIX}{slot}#{counter(retry, 4)}")
 
 
 def owner_epoch_key(workflow_id: str) -> Key:

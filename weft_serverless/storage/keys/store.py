@@ -111,6 +111,15 @@ def outbox_key(at: float, workflow_id: str, event_id: str) -> Key:
     return Key(outbox_partition(shard), f"{ms(at):016d}#{enc(workflow_id)}#{enc(event_id)}")
 
 
+EVENT_DEAD_LETTER_PARTITION = "outbox-dead"
+
+
+def event_dead_letter_key(workflow_id: str, at: float, event_id: str) -> Key:
+    """An event the sink kept refusing, moved out of the outbox; one partition, so listing
+    them is one range read (by run: a prefix), and outside the run's so a purge keeps it."""
+    return Key(EVENT_DEAD_LETTER_PARTITION, f"{enc(workflow_id)}#{ms(at):016d}#{enc(event_id)}")
+
+
 # -- bulk operations (ADR 0031) --------------------------------------------------------------
 
 BULK_PARTITION = "bulk"
@@ -123,7 +132,17 @@ def bulk_key(operation_id: str) -> Key:
     return Key(BULK_PARTITION, enc(operation_id))
 
 
+BULK_RUN_PREFIX = "bulkrun#"
+
+
 def bulk_run_key(operation_id: str, workflow_id: str) -> Key:
     """Marks a run an operation retried, written in the retry's batch: a resumed operation
-    that meets the run failed again does not retry it twice."""
-    return Key("bulkrun#" + enc(operation_id), enc(workflow_id))
+    that meets the run failed again does not retry it twice. It lives in the run's
+    partition, so purging the run deletes it (a run's replay reads no such record)."""
+    return Key(workflow_partition(workflow_id), BULK_RUN_PREFIX + enc(operation_id))
+
+
+def legacy_bulk_run_key(operation_id: str, workflow_id: str) -> Key:
+    """Where operations stored before markers moved into the run's partition keep marking
+    the runs they retry (one partition per operation, never purged)."""
+    return Key(BULK_RUN_PREFIX + enc(operation_id), enc(workflow_id))
