@@ -211,8 +211,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "schedule-trigger-ignores-overlap",
         "engine/schedules/firing.py",
-        "plan = _fire(rt, replace(rec, running=live_runs(rt, rec.running)), at)",
-        "plan = _fire(rt, replace(rec, running=()), at)",
+        "plan = _fire(rt, replace(rec, running=live_runs(rt, rec.running)), at, None, workflow_id)",
+        "plan = _fire(rt, replace(rec, running=()), at, None, workflow_id)",
         "schedule trigger",
         "a trigger starts a run beside a live one under skip, queue or cancel_running",
     ),
