@@ -1,12 +1,14 @@
 """The simulation harness in CI: a fixed range of seeded schedules must hold every invariant.
 
-``CI_SCHEDULES`` is the one knob: how many schedules a CI run makes, split between backends
-by ``SHARES`` (memory and SQLite for most, a handful on DynamoDB over moto's HTTP server).
+``simulate.CI_SCHEDULES`` is the one knob: how many schedules a CI run makes, split between
+backends by ``simulate.CI_SHARES`` (memory and SQLite for most, a handful on DynamoDB over
+moto's HTTP server).
 Each seed range is fixed, so a failure here is a failure of that seed anywhere; its message
 is the harness's shrunk reproduction, a one-line ``--replay`` command. See docs/simulation.md.
 
-The other tests pin the harness itself: a seed replays exactly, and a planted defect is found,
-shrunk, and reproduced by the printed line.
+The other tests pin the harness itself: a seed replays exactly, a planted defect is found,
+shrunk, and reproduced by the printed line, and every snippet of the mutation table
+(``mutation_table`` and ``mutation_regressions``) still names one code site.
 """
 
 from __future__ import annotations
@@ -18,25 +20,19 @@ import pytest
 
 from weft_serverless.storage import keys
 from weft_serverless.testing import simulate
+from weft_serverless.testing.mutation_table import Mutation
+from weft_serverless.testing.mutations import MUTATIONS, snippet_count
 from weft_serverless.testing.sim_records import Scenario
 
-CI_SCHEDULES = 1500
-"""Schedules per CI run (about 2 minutes of CPU): every defect of the revert proof fails a seed
-within it (docs/simulation.md). Scale a soak with the CLI."""
-
-SHARES = {"memory": 0.877, "sqlite": 0.12, "dynamodb": 0.0027}
-STEPS = {"memory": 60, "sqlite": 60, "dynamodb": 20}
-FIRST_SEED = {"memory": 0, "sqlite": 100_000, "dynamodb": 200_000}
 CHUNK = 100  # seeds per test item, so a failure names a small range
 STORAGE_MARK = {"memory": "memory", "sqlite": "sqlite", "dynamodb": "dynamodb-http"}
 
 
 def _chunks() -> Iterator[Any]:
-    for backend, share in SHARES.items():
-        count = max(1, round(CI_SCHEDULES * share))
-        first = FIRST_SEED[backend]
-        for start in range(first, first + count, CHUNK):
-            seeds = range(start, min(start + CHUNK, first + count))
+    for backend in simulate.CI_SHARES:
+        whole = simulate.ci_seeds(backend)
+        for start in range(whole.start, whole.stop, CHUNK):
+            seeds = range(start, min(start + CHUNK, whole.stop))
             yield pytest.param(
                 backend,
                 seeds,
@@ -66,7 +62,7 @@ def test_seeded_schedules_hold_every_invariant(
         out=printed.append,
         shrink_budget=30.0,
         endpoint=endpoint,
-        steps=STEPS[backend],
+        steps=simulate.CI_STEPS[backend],
         backend=backend,
     )
     assert ran == len(seeds)
@@ -120,3 +116,40 @@ def test_the_command_line_runs_seeds_and_replays(capsys: pytest.CaptureFixture[s
     spec = simulate.encode_scenario(simulate.generate(3, steps=15))
     assert simulate.main(["--replay", spec]) == 0
     assert "seed 3: ok" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
+def test_every_mutation_names_one_code_site(mutation: Mutation) -> None:
+    """A refactor that moves or duplicates a mutated line must update the table: a snippet
+    found nowhere (or twice) would silently disarm that mutation."""
+    assert snippet_count(mutation) == 1, (
+        f"{mutation.name}: {mutation.original!r} occurs {snippet_count(mutation)} times in "
+        f"weft_serverless/{mutation.path}; point the entry at the code it means to break"
+    )
+    assert mutation.replacement != mutation.original
+
+
+def test_the_mutation_table_covers_every_feature_of_the_workload() -> None:
+    """The features the brief of the harness names each have a mutation (the loop itself
+    runs on purpose, not in CI: ``python -m weft_serverless.testing.mutations``)."""
+    features = " ".join(m.feature for m in MUTATIONS)
+    for feature in (
+        "branches together",
+        "map",
+        "nested composites",
+        "schedule",
+        "concurrency reject",
+        "concurrency queue",
+        "continue_as_new",
+        "finalizers (cancel)",
+        "finalizers (time-out)",
+        "crash mid-teardown",
+        "bulk operations",
+        "upserts",
+        "tag filters",
+        "heartbeats",
+        "store-wide lease",
+        "children (two levels)",
+        "updates racing cancels",
+    ):
+        assert feature in features, feature

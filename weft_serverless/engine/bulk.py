@@ -216,10 +216,13 @@ def _save(
     if cursor is None:
         record.update(status=COMPLETED, finished=now, timer=None)
     else:
-        timer = timers.timer_key(timers.BULK, record["id"], now if stopping else now + GRACE)
-        record["timer"] = timers.timer_ref(timer)
+        due = now if stopping else now + GRACE
+        timer = timers.timer_key(timers.BULK, record["id"], due)
         if timer == old_timer:
-            ops = []  # the same instant: the put below replaces it
+            # The same instant: the old key may be the timer being fired, which the pass
+            # deletes once this returns; the new one must outlive that, a millisecond on.
+            timer = timers.timer_key(timers.BULK, record["id"], due + 0.001)
+        record["timer"] = timers.timer_ref(timer)
         ops.append(_put(timer, None, raw=timers.timer_value(record["id"], timers.BULK)))
     ops.append(_put(key, record))
     return record if write(rt, [Condition(key, current)], ops) else None

@@ -217,9 +217,9 @@ def write_moves(rt: Runtime, moves: Iterable[Sequence[Op]]) -> None:
 
 
 def delete_fenced(rt: Runtime, doomed: Sequence[Key]) -> None:
-    """Delete keys no run's claim covers (fired timers, published events), NOT atomically as
-    a whole: in chunks that fit beside the store-wide fence, or in the storage's own bulk
-    delete when the mode has no such fence."""
+    """Delete records no run's fence covers (fired timers, a purged run's leftovers) in
+    chunks, each under the fence every outside write carries: under ``lease`` the store
+    lease, so an engine that lost it deletes nothing."""
     fence = rt.fence.external_conditions()
     if not fence:
         rt.storage.delete_many(doomed)
@@ -233,12 +233,6 @@ def _write_chunk(rt: Runtime, fence: list[Condition], ops: list[Op]) -> None:
     """One chunk of non-atomic work: refused, it can only be a lost store fence (raises)."""
     if not _send(rt, fence, ops):
         rt.fence.on_lost_commit(ops[0].key.partition)
-
-
-def purge_keys(rt: Runtime, doomed: Iterable[Key]) -> None:
-    """Delete what a purged run left in its partition, unfenced and in chunks: the batch that
-    deleted its state rotated its epoch, so no owner writes there any more."""
-    rt.storage.delete_many(doomed)
 
 
 def decode_value(record: OpRecord) -> Any:

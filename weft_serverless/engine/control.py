@@ -86,7 +86,12 @@ def _transition(
             return state, None
         target = to_status if isinstance(to_status, str) else to_status(state)
         new_fields = fields(state) if fields else None
-        closing = target in TERMINAL and bool(children_to_close(rt, workflow_id))
+        # A running run's drive may start a child between a read of its children and this
+        # batch (nothing a child's start writes is in it): its end always closes children,
+        # read once it has landed (inline, and by the close-children timer, due at once).
+        closing = target in TERMINAL and (
+            state.status == RUNNING or bool(children_to_close(rt, workflow_id))
+        )
         registered: finalizers.Registered = []
         no_later: list[Condition] = []  # a registration landing after the read fails the CAS
         if target in finalizers.ENDS:
@@ -111,6 +116,7 @@ def _transition(
             *([] if once is None else [Condition(once, None)]),
         ]
         ops += fragment.ops + (extra(state) if extra else [])
+        ops += _replaced_wake(rt, workflow_id, target in TERMINAL, ops)
         if once is not None:
             ops.append(Put(once, encode({"at": rt.now()})))
         if claiming:
@@ -123,6 +129,17 @@ def _transition(
             transitions.ended(rt, new, closing, finalizers.armed(ops, workflow_id))
             return state, new
     raise WeftError(f"{target} of {workflow_id!r} kept racing other writers; try again")
+
+
+def _replaced_wake(rt: Runtime, workflow_id: str, ending: bool, ops: list[Op]) -> list[Op]:
+    """A move from outside that ends the run, or arms it a new wake-up, drops the wake-up
+    stored (one point read): a finished run keeps none, and a run keeps one at a time (an
+    old one left behind would wake it for nothing)."""
+    pointer = keys.wake_key(workflow_id)
+    if not ending and not any(isinstance(op, Put) and op.key == pointer for op in ops):
+        return []
+    written = {op.key for op in ops}
+    return [op for op in wakeups.disarm_stored(rt.storage, workflow_id) if op.key not in written]
 
 
 def cancel(rt: Runtime, workflow_id: str) -> tuple[WorkflowState, bool]:
@@ -221,7 +238,7 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
     records: list[tuple[str, PendingRecord | AttemptRecord]] = list(history.pending.items())
     records += [(slot, attempts[-1]) for slot, attempts in history.attempts.items() if attempts]
     for slot, record in records:
-        top = slot.split(".", 1)[0].split("@", 1)[0]
+        top = keys.top_slot(slot)
         if top in history.ops or not record.timer:
             continue
         ops.append(Put(Key(*record.timer), timers.timer_value(state.id, timers.RESUME)))

@@ -12,6 +12,7 @@ from typing import Any
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.errors import (
+    StorageUnavailableError,
     UnknownWorkflowTypeError,
     WeftError,
     WorkflowAlreadyExistsError,
@@ -188,6 +189,8 @@ def child_start_fragment(
             tags=tags,
         )
         limit = concurrency.acquire(rt, state)
+    except StorageUnavailableError:
+        raise  # transient: the drive fails and its wake-up retries; the child may yet start
     except WeftError as exc:
         return exc
     fragment = start_fragment(rt, state, epoch)

@@ -254,7 +254,7 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
     """Set aside the records of runs before a ``continue_as_new``: their step slots are
     below this run's first step. Replay never sees them; ``h.earlier`` names them."""
     first = h.state.first_step
-    old = {slot for _, slot in slotted if keys.counter_value(slot.split(".", 1)[0]) < first}
+    old = {slot for _, slot in slotted if keys.counter_value(keys.top_slot(slot)) < first}
     if not old:
         return
     h.earlier = [sort for sort, slot in slotted if slot in old]

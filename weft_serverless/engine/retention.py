@@ -22,7 +22,7 @@ from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
 
 from . import visibility
-from .commit import purge_keys, write
+from .commit import delete_fenced, write
 from .finalizers import pending_teardown
 from .records import TERMINAL, WorkflowState
 from .runtime import Runtime
@@ -77,6 +77,6 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         for sort, _ in rt.storage.scan(partition)
         if sort not in (keys.OWNER_EPOCH, keys.STATE)
     ]
-    purge_keys(rt, rest)
+    delete_fenced(rt, rest)  # under lease: a deposed engine deletes nothing
     rt.metrics.incr("workflows_purged")
     return "purged"

@@ -134,17 +134,21 @@ def settle(
     if head.slot is None or head.record is None:
         return void, None
     record = OpRecord.from_map(decode(head.record))
-    shadow = void.get(head.slot)
-    if shadow is not None and _outranks(OpRecord.from_map(decode(shadow)), record):
-        return void, None  # forgotten by a retry after this head's step was committed
     sort = keys.OP_PREFIX + head.slot
     stored = replayed.get(sort)
+    rival = void.get(head.slot) or stored
+    if rival is not None and _outranks(OpRecord.from_map(decode(rival)), record):
+        # Forgotten by a retry after this head's step was committed (a tombstone), and
+        # perhaps committed again since by a later owner: the slot's item is newer.
+        return void, None
     ops[head.slot] = record
     replayed[sort] = head.record
     if stored == head.record:
         return void, None
-    return void, Unwritten(head.slot, head.record, stored if stored is not None else shadow)
+    return void, Unwritten(head.slot, head.record, rival)
 
 
-def _outranks(tomb: OpRecord, record: OpRecord) -> bool:
-    return tomb.tombstone and int(tomb.fence_epoch or 0) > int(record.fence_epoch or 0)
+def _outranks(item: OpRecord, record: OpRecord) -> bool:
+    """Whether the slot's item was written after the head's step: stamped by a later owner
+    (only a retry's tombstone lets a slot be written again, under a newer epoch)."""
+    return int(item.fence_epoch or 0) > int(record.fence_epoch or 0)

@@ -12,9 +12,9 @@ See docs/decisions/0009-wake-up-until-parked.md.
 
 from __future__ import annotations
 
-from weft_serverless.codec import encode
+from weft_serverless.codec import decode_record, encode
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Delete, Key, Op, Put
+from weft_serverless.storage.base import Delete, Key, Op, Put, Storage
 
 from . import timers
 from .records import History
@@ -59,6 +59,16 @@ def disarm(history: History) -> list[Op]:
     if history.wake is None:
         return []
     return [Delete(keys.wake_key(history.state.id)), Delete(Key(*history.wake))]
+
+
+def disarm_stored(storage: Storage, workflow_id: str) -> list[Op]:
+    """Deletes of the run's wake-up as stored (one point read): a move made from outside
+    reads no history, and a run it ends keeps no wake-up either."""
+    raw = storage.get(keys.wake_key(workflow_id))
+    if raw is None:
+        return []
+    timer = decode_record(raw, f"the wake-up of workflow {workflow_id!r}")["timer"]
+    return [Delete(keys.wake_key(workflow_id)), Delete(Key(*timer))]
 
 
 def disarmed(history: History) -> None:

@@ -29,7 +29,7 @@ from weft_serverless.storage.base import (
 )
 from weft_serverless.testing import DelegatingStorage, SimulatedCrash
 
-Counter = Literal["read", "write", "start", "activity", "invocation-end"]
+Counter = Literal["read", "write", "start", "shared", "activity", "invocation-end"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,11 @@ FAULTS: dict[str, FaultSpec] = {
     # child). Starts have a counter of their own: among all writes they are too rare for a
     # fault to land on one often enough.
     "stall-before-start": FaultSpec("start", 1.0),
+    # Another engine acts on a record engines share right before a call touches it: a
+    # schedule (a pause landing while a fire is written), a bulk operation (a second worker
+    # on its page), a run's update (a cancel racing it). Rare among calls: a counter of its
+    # own, hit more often.
+    "preempt-shared": FaultSpec("shared", 1.0),
     # The engine dies inside an activity, or stalls there past the claim TTL while others run.
     "crash-in-activity": FaultSpec("activity", 0.8),
     "stall-in-activity": FaultSpec("activity", 0.8),
@@ -97,7 +102,7 @@ def enabled_faults(names: Sequence[str] | None = None) -> list[str]:
     return [name for name, spec in FAULTS.items() if spec.enabled]
 
 
-RATE_SCALE: dict[Counter, float] = {"start": 4.0}
+RATE_SCALE: dict[Counter, float] = {"start": 4.0, "shared": 8.0}
 """Counters hit more often than the plan's rate: a schedule makes only a few starts, and the
 races a stall before one opens (two engines starting one child) need it to land on one."""
 
@@ -152,6 +157,9 @@ class FaultyStorage(DelegatingStorage):
 
     def _read(self, partition: str) -> None:
         self._alive()
+        if partition in SHARED_PARTITIONS:
+            self.fault_for("shared", partition)  # carried out by the simulator
+            self._alive()
         if self.fault_for("read", partition) == "read-busy":
             raise StorageUnavailableError("injected read-busy: the store did not answer")
         self._alive()  # a preemption may have killed this engine
@@ -176,6 +184,9 @@ class FaultyStorage(DelegatingStorage):
         partition = ops[0].key.partition if ops else ""
         if _starts_a_run(conditions, ops):
             self.fault_for("start", partition)  # carried out by the simulator, as a preemption
+            self._alive()
+        if partition in SHARED_PARTITIONS or _applies_an_update(ops):
+            self.fault_for("shared", partition)
             self._alive()
         fault = self.fault_for("write", partition)
         self._alive()
@@ -206,6 +217,13 @@ class FaultyStorage(DelegatingStorage):
 
     def _conditional_batch(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         return self._write(conditions, ops)
+
+
+SHARED_PARTITIONS = frozenset({keys.SCHEDULE_PARTITION, keys.BULK_PARTITION})
+
+
+def _applies_an_update(ops: Sequence[Op]) -> bool:
+    return any(op.key.sort.startswith(keys.UPDATE_APPLIED_PREFIX) for op in ops)
 
 
 def _starts_a_run(conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:

@@ -10,7 +10,6 @@ faults stopped and time ran on. ``INVARIANTS`` is the table; a new check is one 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Iterator
 
 from weft_serverless.codec import decode
@@ -19,23 +18,16 @@ from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put
+from weft_serverless.testing import sim_checks as checks
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
+from weft_serverless.testing.sim_checks import from_model
+from weft_serverless.testing.sim_quiescence import LATE_PASSES
 from weft_serverless.testing.sim_steps import StepLedger, workflow_of
 from weft_serverless.testing.sim_workload import COMMANDS, Where
-from weft_serverless.testing.sim_world import LATE_PASSES, RENEW, World
+from weft_serverless.testing.sim_world import RENEW, World
 
 Checker = Callable[[World], list[str]]
-
-
-def _all_ids(world: World) -> Iterator[str]:
-    """Every run the workload started, and the children they started (``{parent}.c{step}``)."""
-    seen: set[str] = set()
-    for entry in world.journal:
-        for op in entry.ops:
-            wf = workflow_of(op.key)
-            if wf is not None and op.key.sort == keys.STATE and wf not in seen:
-                seen.add(wf)
-                yield wf
+YOUNG = 60.0  # seconds before the end within which a run may have started and not finished
 
 
 def unexpected_errors(world: World) -> list[str]:
@@ -46,61 +38,50 @@ def unexpected_errors(world: World) -> list[str]:
 def steps_commit_once(world: World) -> list[str]:
     """No step is committed twice (a retry forgets the failed one first): by an ``op#`` put
     or, on a run with a head, by a head carrying a new inline step (sim_steps.py)."""
-    return StepLedger(fenced=False).walk(world.journal).twice
+    return _ledger(world).twice
 
 
 def no_deposed_writes(world: World) -> list[str]:
     """Under workflow-lease every step and owner record lands fenced on the current epoch, by
     its holder; the unfenced write-out of a head's inline step lands only as the committed
-    step's own bytes, or as a record no reader counts."""
-    if world.ownership != "workflow-lease":
+    step's own bytes, or as a record no reader counts. Under lease every engine write lands
+    fenced on the store-wide epoch, by its holder (``sim_store_model``)."""
+    if world.ownership == "none":
         return []
-    return StepLedger(fenced=True).walk(world.journal).deposed
+    return _ledger(world).deposed + checks.model(world).problems.get("no-deposed-writes", [])
 
 
-def terminal_runs_hold_no_claim(world: World) -> list[str]:
-    """After every committed write, a run that is terminal has no holder record."""
-    status: dict[str, str] = {}
-    held: dict[str, bool] = {}
-    problems = []
-    for seq, entry in enumerate(world.journal):
-        if not entry.committed:
-            continue
-        touched = set()
-        for op in entry.ops:
-            wf = workflow_of(op.key)
-            if wf is None:
-                continue
-            touched.add(wf)
-            if op.key.sort == keys.STATE:
-                status[wf] = (
-                    WorkflowState.from_bytes(op.value).status if isinstance(op, Put) else ""
-                )
-            elif op.key == keys.owner_holder_key(wf):
-                held[wf] = isinstance(op, Put)
-        for wf in sorted(touched):
-            if status.get(wf) in TERMINAL and held.get(wf):
-                problems.append(
-                    f"write {seq} by {entry.engine}: {wf} is {status[wf]} and still claimed"
-                )
-    return problems
+def _ledger(world: World) -> StepLedger:
+    """The journal's steps, walked once for both step checks (fenced under workflow-lease)."""
+    if world.steps is None:
+        world.steps = StepLedger(fenced=world.ownership == "workflow-lease").walk(world.journal)
+    return world.steps
 
 
 def activities_run_once_more_than_faults(world: World) -> list[str]:
-    """An attempt re-runs only after a fault hit the engine that ran it, or after the operator
-    suspended, resumed or retried the run while that run's drive was in flight (a drive that
-    starts after such a move must see it: a queued drive trusting an old claim is a defect).
+    """An attempt re-runs only after a fault hit the engine that ran it, or hit the engine
+    of either run during its drive (a stalled engine's queued branch runs late; its commit
+    is fenced out, so the next run is not a second one), or after the operator suspended,
+    resumed or retried the run while that run's drive was in flight (a drive that starts
+    after such a move must see it: a queued drive trusting an old claim is a defect).
 
     Not promised in mode none with several engines (any engine may drive any run there).
     """
     if world.ownership == "none":
         return []
+    interventions = {wf: list(ticks) for wf, ticks in world.interventions.items()}
+    for wf, tick in _retries(world):
+        interventions.setdefault(wf, []).append(tick)
     problems = []
     for (wf, step, tag, attempt), runs in sorted(world.executions.items()):
         for before, again in itertools.pairwise(runs):
+            # A fault on the engine of the first run since it ran, or on the engine of either
+            # run during its drive (a stalled drive's attempt runs late: it is fenced out).
             hit = world.slots[before.slot].faults > before.slot_faults
+            hit = hit or before.slot_faults > before.drive_faults
+            hit = hit or again.slot_faults > again.drive_faults
             moved = any(
-                before.drive_start < tick < again.tick for tick in world.interventions.get(wf, [])
+                before.drive_start < tick < again.tick for tick in interventions.get(wf, [])
             )
             if not hit and not moved:
                 problems.append(
@@ -110,24 +91,30 @@ def activities_run_once_more_than_faults(world: World) -> list[str]:
     return problems
 
 
+def _retries(world: World) -> Iterator[tuple[str, int]]:
+    """Every retry of a failed run (by the operator or a bulk operation), when it landed."""
+    status: dict[str, str] = {}
+    for entry in world.journal:
+        if not entry.committed:
+            continue
+        for op in entry.ops:
+            wf = workflow_of(op.key)
+            if wf is None or op.key.sort != keys.STATE or not isinstance(op, Put):
+                continue
+            new = WorkflowState.from_bytes(op.value).status
+            if status.get(wf) == "failed" and new == RUNNING:
+                yield wf, entry.tick
+            status[wf] = new
+
+
 def _observer(world: World) -> Engine:
     """A fresh engine on the store, outside the fault plan, to read and replay."""
-    return Engine.create(
-        world.store,
-        world.flows,
-        ownership=world.ownership,  # type: ignore[arg-type]
-        background_tasks="manual",
-        clock=lambda: world.now,
-        engine_id="checker",
-        max_clock_skew=math.inf,
-        max_parallel_activities=0,
-        recover=False,
-    )
+    return world.observer()
 
 
 def _states(world: World) -> dict[str, WorkflowState]:
     found = {}
-    for wf in _all_ids(world):
+    for wf in world.known_runs:
         data = world.store.get(keys.state_key(wf))
         if data is not None:
             found[wf] = WorkflowState.from_bytes(data)
@@ -166,13 +153,17 @@ def every_run_has_a_way_forward(world: World) -> list[str]:
     """At quiescence every run is terminal, suspended, or parked on a wait nobody satisfied."""
     states = _states(world)
     world.live_children = {
-        wf for wf, s in states.items() if s.status not in TERMINAL and ".c" in wf
+        wf: s.status for wf, s in states.items() if s.status not in TERMINAL and ".c" in wf
     }
     observer = _observer(world)
     problems = []
     for wf, state in states.items():
         if state.status in TERMINAL or state.status == SUSPENDED or _flooded(wf):
             continue
+        if state.created_at > world.now - YOUNG:
+            continue  # started in the last minute (a schedule fires on): still on its way
+        if state.status == PENDING and (state.extra.get("concurrency") or {}).get("queued"):
+            continue  # waits for a slot: ``no-run-queued-behind-a-free-slot`` judges that
         if state.status == PENDING:
             problems.append(f"{wf} is still pending long after its start time")
             continue
@@ -252,7 +243,8 @@ PLANNED = ("SimFailure", "refused")
 
 
 def failures_are_planned(world: World) -> list[str]:
-    """A run fails only because the workload made an activity fail, or a child failed."""
+    """A run fails only because the workload made an activity fail, a child failed, or a
+    child of a rejecting type found its limit full (no other reason not to start one)."""
     states = _states(world)
     problems = []
     for wf, state in states.items():
@@ -263,10 +255,14 @@ def failures_are_planned(world: World) -> list[str]:
         if error.get("type") == "ActivityFailedError" and any(p in message for p in PLANNED):
             continue
         if error.get("type") == "ChildWorkflowFailedError":
-            child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
-            child_state = states.get(child) if child else None
-            if child_state is None or child_state.status in TERMINAL - {"completed"}:
-                continue
+            if "not-started" in message:
+                if "WorkflowConcurrencyLimitExceededError" in message:
+                    continue  # a child of a rejecting type beyond its limit: planned
+            else:
+                child = next((c for c in states if c.startswith(wf + ".c") and c in message), None)
+                child_state = states.get(child) if child else None
+                if child_state is None or child_state.status in TERMINAL - {"completed"}:
+                    continue
         problems.append(f"{wf} failed for no planned reason: {error.get('type')}: {message}")
     return problems
 
@@ -275,7 +271,7 @@ INVARIANTS: dict[str, Checker] = {
     "unexpected-errors": unexpected_errors,
     "step-commits-once": steps_commit_once,
     "no-deposed-writes": no_deposed_writes,
-    "terminal-holds-no-claim": terminal_runs_hold_no_claim,
+    "terminal-holds-no-claim": from_model("terminal-holds-no-claim"),
     "activity-runs-once-more-than-faults": activities_run_once_more_than_faults,
     "signal-id-consumed-once": signals_with_id_consumed_once,
     "history-replays": history_replays_to_result,
@@ -283,15 +279,42 @@ INVARIANTS: dict[str, Checker] = {
     "timers-fire-in-bounded-passes": timers_fire_within_bounded_passes,
     "children-follow-parent": children_follow_their_parent,
     "failures-are-planned": failures_are_planned,
+    "terminal-leaves-nothing": from_model("terminal-leaves-nothing"),
+    "finished-runs-keep-no-timers": checks.finished_runs_keep_no_timers,
+    "finished-runs-are-frozen": from_model("finished-runs-are-frozen"),
+    "finished-runs-stay-finished": from_model("finished-runs-stay-finished"),
+    "runs-hold-their-slot": from_model("runs-hold-their-slot"),
+    "no-run-queued-behind-a-free-slot": checks.no_run_queued_behind_a_free_slot,
+    "schedule-writes-are-conditional": from_model("schedule-writes-are-conditional"),
+    "schedule-fires-once": from_model("schedule-fires-once"),
+    "schedule-pause-holds": from_model("schedule-pause-holds"),
+    "schedules-stay-armed": checks.schedules_stay_armed,
+    "finalizers-run": checks.finalizers_ran,
+    "results-match-programs": checks.results_match_programs,
+    "heartbeats-carry-over": checks.heartbeats_carry_over,
+    "updates-acknowledged-are-applied": checks.acknowledged_updates_are_applied,
+    "bulk-acts-once": from_model("bulk-acts-once"),
+    "bulk-writes-are-conditional": from_model("bulk-writes-are-conditional"),
+    "events-carry-their-wake-up": from_model("events-carry-their-wake-up"),
+    "freed-slots-wake-their-queue": from_model("freed-slots-wake-their-queue"),
+    "signals-leave-consumed": from_model("signals-leave-consumed"),
+    "bulk-operations-finish-exactly": checks.bulk_operations_finish_exactly,
+    "listings-match-runs": checks.listings_match_runs,
+    "maps-respect-their-bound": checks.maps_respect_their_bound,
 }
 """Every invariant the simulator checks: name -> checker. A new invariant is one entry."""
 
 
 def check(world: World) -> list[str]:
-    """Every violation found, each prefixed by the invariant's name."""
+    """Every violation found, each prefixed by the invariant's name. A check that cannot
+    read what the engines left (a replay or a read raising anything) is a violation too."""
     found: list[str] = []
     for name, checker in INVARIANTS.items():
-        found.extend(f"[{name}] {line}" for line in checker(world))
+        try:
+            lines = checker(world)
+        except Exception as exc:
+            lines = [f"checking raised {type(exc).__name__}: {exc}"]
+        found.extend(f"[{name}] {line}" for line in lines)
     return found
 
 

@@ -1,7 +1,8 @@
 """What a simulation is made of and what it leaves behind, as plain data.
 
 A ``Scenario`` is JSON-able: replaying it replays the run. ``JournalEntry`` (every write, by
-engine, with its conditions and whether it landed) and ``Execution`` (every activity run) are
+engine and the action it was carrying out, with its conditions and whether it landed),
+``Execution`` (every activity run) and ``Beat`` (what a heartbeating attempt was handed) are
 what the world records for the invariants to check.
 """
 
@@ -33,13 +34,27 @@ class Execution:
     slot_faults: int  # the slot's fault count when the activity ran
     drive_start: int  # tick at which the drive running it read the run's history
     tick: int  # tick at which it ran
+    drive_faults: int = 0  # the slot's fault count when that drive read the history
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One attempt of a heartbeating activity: the details it was handed (its previous
+    attempts' progress), and how many faults had fired anywhere when it started."""
+
+    attempt: int
+    seen: Any
+    faults: int
+    tick: int
 
 
 @dataclass(frozen=True)
 class JournalEntry:
-    """One storage write, by which engine, and whether it landed."""
+    """One storage write, by which engine, in which action, and whether it landed."""
 
     engine: str
     conditions: tuple[Condition, ...]
     ops: tuple[Op, ...]
     committed: bool
+    action: str = ""
+    tick: int = 0  # when it landed, on the world's clock of ticks (``World.clock_tick``)

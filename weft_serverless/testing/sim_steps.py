@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.records import WorkflowState
 from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head, is_void
 from weft_serverless.engine.stored_records import OpRecord
 from weft_serverless.storage import keys
@@ -40,6 +41,7 @@ class StepLedger:
     epoch: dict[str, bytes | None] = field(default_factory=dict)
     owner: dict[str, str | None] = field(default_factory=dict)
     head: dict[str, Head | None] = field(default_factory=dict)
+    first: dict[str, int] = field(default_factory=dict)  # the run's first step slot
     twice: list[str] = field(default_factory=list)
     deposed: list[str] = field(default_factory=list)
 
@@ -71,6 +73,8 @@ class StepLedger:
                 self.epoch[wf] = op.value if isinstance(op, Put) else None
             elif op.key == keys.owner_holder_key(wf):
                 self.owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
+            elif op.key.sort == keys.STATE and isinstance(op, Put):
+                self.first[wf] = WorkflowState.from_bytes(op.value).first_step
 
     def current(self, wf: str) -> int:
         """The run's epoch: its head's when it has one (claims move only the head)."""
@@ -115,7 +119,8 @@ class StepLedger:
 
     def _write_out(self, where: str, wf: str, op: Put, record: object) -> None:
         """An unfenced put of a step: harmless only as the committed step's own bytes, or
-        as a record no reader counts (stamped below the run's floor)."""
+        as a record no reader counts (stamped below the run's floor, or at a slot below the
+        run's first step, set aside as an earlier run's after a ``continue_as_new``)."""
         if self.live.get(op.key) == op.value:
             return
         head = self.head.get(wf)
@@ -123,6 +128,9 @@ class StepLedger:
             return  # no run holds the id (purged): the next run's floor is above this stamp
         if isinstance(record, dict) and is_void(OpRecord.from_map(record), head.floor):
             return
+        slot = op.key.sort[len(keys.OP_PREFIX) :]
+        if keys.counter_value(keys.top_slot(slot)) < self.first.get(wf, 0):
+            return  # below the run's first step: an earlier run's, set aside (continue_as_new)
         self.deposed.append(f"{where}: written out but never committed")
 
     def _check_fence(self, where: str, wf: str, entry: JournalEntry) -> None:

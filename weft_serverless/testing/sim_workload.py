@@ -1,30 +1,38 @@
-"""The simulation's workload: one workflow that runs a program drawn from the ``COMMANDS`` table.
+"""The simulation's workload: runs of programs drawn from the ``COMMANDS`` table.
 
-A program is a list of ``[command, arg]`` pairs. Each table entry says how to yield the
-command inside the workflow, how likely it is, and whether a run parked on it at quiescence
-is legitimately waiting (for something the workload never supplied) or is stuck. Adding a
-command the engine grows is one entry here.
+A program is a list of ``[command, arg]`` pairs. Each table entry says how likely it is, how
+to draw its argument, how the workflow yields it (``sim_commands``), and whether a run parked
+on it at quiescence is legitimately waiting (for something the workload never supplied) or is
+stuck. Adding a command the engine grows is one entry here.
 
-Activities report every execution to the ``Observer`` (the simulator), which counts runs per
-attempt, hands out async tokens and may stall or crash the engine inside the activity.
+Three workflow types run the same program: ``sim`` with no limit, ``simq`` limited per
+concurrency key with a queue, ``simr`` limited with rejection. Every type declares two search
+attributes (``stage``, ``region``). Activities report every execution to the ``Observer``
+(the simulator), which counts runs per attempt, hands out async tokens, and may stall, crash
+or hang the engine inside the activity.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from weft_serverless.activity import Verification, activity, current_activity
-from weft_serverless.commands import RetryPolicy
+from weft_serverless.concurrency import Concurrency
+from weft_serverless.testing import sim_commands as cmd
+from weft_serverless.testing.sim_commands import Gen, value_of
 from weft_serverless.workflow import WorkflowDefinition, workflow
 
-Gen = Generator[Any, Any, Any]
 WORKFLOW = "sim"
+QUEUED = "simq"
+REJECTING = "simr"
+TYPES = (WORKFLOW, QUEUED, REJECTING)
 RETIRED = "retired"
-RETRY_TWICE = RetryPolicy(max_attempts=3, initial_backoff=1.0, max_backoff=4.0)
-ONCE = RetryPolicy(max_attempts=1)
+LIMITS = {QUEUED: 2, REJECTING: 1}
+"""Runs of a limited type active at once per concurrency key (``ck`` of the input)."""
+ATTRIBUTES = {"stage": int, "region": str}
 
 
 class Observer(Protocol):
@@ -44,6 +52,16 @@ class Observer(Protocol):
 
     def child_live(self, child_id: str) -> bool: ...
 
+    def child_pending(self, child_id: str) -> bool: ...
+
+    def beat(self, workflow_id: str, step: int, attempt: int, seen: Any) -> None: ...
+
+    def hang(self, workflow_id: str, step: int, attempt: int) -> None: ...
+
+    def finalized(self, arg: dict[str, Any], attempt: int) -> None: ...
+
+    def bounded(self, bound: int, what: str) -> None: ...
+
 
 class SimFailure(Exception):
     """The failure an activity of the workload raises on purpose."""
@@ -54,7 +72,7 @@ class Where:
     """Where a run is, as its own ``where`` query answers after replaying its history."""
 
     step: int
-    signals: int  # signal waits it has passed
+    signals: int  # signal waits it has passed (over every run of its id)
     updates: int  # update waits it has passed
 
 
@@ -73,105 +91,23 @@ def _never(_obs: Observer, _wf: str, _where: Where, _arg: Any) -> bool:
     return False
 
 
-def _work(ctx: Any, step: int, tag: str, **extra: Any) -> dict[str, Any]:
-    return {"wf": ctx.workflow_id, "step": step, "tag": tag, **extra}
-
-
-def _act(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    state["values"].append((yield ctx.run("work", _work(ctx, step, "a"))))
-
-
-def _flaky(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    state["values"].append(
-        (yield ctx.run("work", _work(ctx, step, "f", fail_first=True), retry=RETRY_TWICE))
-    )
-
-
-def _fatal(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    yield ctx.run("work", _work(ctx, step, "x", fail_always=True), retry=ONCE)
-
-
-def _sleep(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    yield ctx.sleep(arg)
-
-
-def _signal(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    state["sigs"].append((yield ctx.wait_for_signal("go")))
-
-
 def _signal_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
     return obs.signals_sent(wf) <= where.signals
-
-
-def _signal_timeout(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    value = yield ctx.wait_for_signal("go", timeout=arg)
-    if value is not None:
-        state["sigs"].append(value)
-
-
-def _update(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    wanted = state["updates_passed"] + 1
-    yield ctx.wait_until(lambda: state["approved"] >= wanted)
-    state["updates_passed"] = wanted
 
 
 def _update_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
     return obs.updates_applied(wf) <= where.updates
 
 
-def _child(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    policy, prog = arg
-    child_id = f"{ctx.workflow_id}.c{step}"
-    yield ctx.start_child(WORKFLOW, {"prog": prog}, id=child_id, parent_close_policy=policy)
-
-
-def _child_arg(rng: random.Random) -> list[Any]:
-    """A close policy and the child's own short program (children start no children)."""
-    prog = [[name, COMMANDS[name].arg(rng)] for name in rng.sample(CHILD_COMMANDS, 2)]
-    return [rng.choice(["await", "abandon", "request-cancel"]), prog]
-
-
 def _child_parked_ok(obs: Observer, wf: str, where: Where, arg: Any) -> bool:
-    return arg[0] == "await" and obs.child_live(f"{wf}.c{where.step}")
-
-
-def _all(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    left, right = yield ctx.all(
-        ctx.run("work", _work(ctx, step, "l")), ctx.run("work", _work(ctx, step, "r"))
-    )
-    state["values"].append([left, right])
-
-
-def _race(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    index, value = yield ctx.race(ctx.sleep(arg), ctx.wait_for_signal("go"))
-    if index == 1:
-        state["sigs"].append(value)
-
-
-def _saga(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    def body(saga: Any) -> Gen:
-        yield from saga.run("work", _work(ctx, step, "s1"), compensate="undo", retry=ONCE)
-        extra = {"fail_always": True} if arg == "fail" else {}
-        yield from saga.run("work", _work(ctx, step, "s2", **extra), compensate="undo", retry=ONCE)
-
-    yield from ctx.saga().execute(body)
-
-
-def _async(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    state["values"].append((yield ctx.run("ask", _work(ctx, step, "q"))))
+    """An awaited child still running, or any child not started yet (queued for a slot):
+    the step gives a non-awaited child's id once it has started."""
+    child = f"{wf}.c{where.step}"
+    return (arg[0] == "await" and obs.child_live(child)) or obs.child_pending(child)
 
 
 def _async_parked_ok(obs: Observer, wf: str, where: Where, _arg: Any) -> bool:
     return not obs.token_completed(wf, where.step)
-
-
-def _idempotent(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    key = f"{ctx.workflow_id}/{step}"
-    state["values"].append((yield ctx.run("charge", _work(ctx, step, "i"), idempotency_key=key)))
-
-
-def _now(ctx: Any, state: dict[str, Any], step: int, arg: Any) -> Gen:
-    yield ctx.now()
 
 
 def _none(_rng: random.Random) -> Any:
@@ -182,30 +118,73 @@ def _seconds(low: float, high: float) -> Callable[[random.Random], float]:
     return lambda rng: round(rng.uniform(low, high), 1)
 
 
+def _child_arg(rng: random.Random, depth: int = 0) -> list[Any]:
+    """A close policy, the child's own short program (a child may start a child of its
+    own: children two levels deep), and its type (sometimes one queued per key)."""
+    names = CHILD_COMMANDS + (["child"] if depth == 0 else [])
+    prog = [_entry(rng, name, depth + 1) for name in rng.sample(names, 2)]
+    kind = QUEUED if rng.random() < 0.2 else WORKFLOW
+    return _fit_continue([rng.choice(["await", "abandon", "request-cancel"]), prog, kind])
+
+
+def _fit_continue(arg: list[Any]) -> list[Any]:
+    """A child whose program continues as new leaves no request-cancel child open."""
+    arg[1] = fit_continue(arg[1])
+    return arg
+
+
+def fit_continue(program: list[list[Any]]) -> list[list[Any]]:
+    """A program that continues as new starts no request-cancel child (an open one would
+    refuse the continue): those become ``abandon``."""
+    if any(name == "continue" for name, _ in program):
+        return [_no_open_child(entry) for entry in program]
+    return program
+
+
+def _no_open_child(entry: list[Any]) -> list[Any]:
+    name, arg = entry
+    if name == "child" and arg[0] == "request-cancel":
+        return [name, ["abandon", *arg[1:]]]
+    return entry
+
+
 COMMANDS: dict[str, CommandSpec] = {
-    "act": CommandSpec(4, _none, _act, _never),
-    "flaky": CommandSpec(1.5, _none, _flaky, _never),
-    "fatal": CommandSpec(0.4, _none, _fatal, _never),
-    "sleep": CommandSpec(2, _seconds(0.5, 8.0), _sleep, _never),
-    "signal": CommandSpec(1.5, _none, _signal, _signal_parked_ok),
-    "signal-timeout": CommandSpec(1, _seconds(1.0, 6.0), _signal_timeout, _never),
-    "update": CommandSpec(1, _none, _update, _update_parked_ok),
-    "child": CommandSpec(1, _child_arg, _child, _child_parked_ok),
-    "all": CommandSpec(1, _none, _all, _never),
-    "race": CommandSpec(1, _seconds(1.0, 6.0), _race, _never),
-    "saga": CommandSpec(0.7, lambda rng: rng.choice(["ok", "fail"]), _saga, _never),
-    "async": CommandSpec(1, _none, _async, _async_parked_ok),
-    "idempotent": CommandSpec(1, _none, _idempotent, _never),
-    "now": CommandSpec(0.5, _none, _now, _never),
+    "act": CommandSpec(4, _none, cmd.act, _never),
+    "flaky": CommandSpec(1.5, _none, cmd.flaky, _never),
+    "fatal": CommandSpec(0.4, _none, cmd.fatal, _never),
+    "sleep": CommandSpec(2, _seconds(0.5, 8.0), cmd.sleep, _never),
+    "signal": CommandSpec(1.5, _none, cmd.signal, _signal_parked_ok),
+    "signal-timeout": CommandSpec(1, _seconds(1.0, 6.0), cmd.signal_timeout, _never),
+    "update": CommandSpec(1, _none, cmd.update, _update_parked_ok),
+    "child": CommandSpec(1, _child_arg, cmd.child, _child_parked_ok),
+    "all": CommandSpec(1.2, lambda rng: rng.choice([2, 2, 3]), cmd.all_of, _never),
+    "map": CommandSpec(0.8, lambda rng: [rng.randint(2, 4), rng.randint(1, 2)], cmd.map_of, _never),
+    "nest": CommandSpec(0.6, lambda rng: rng.choice(["all", "race"]), cmd.nested, _never),
+    "race": CommandSpec(1, _seconds(1.0, 6.0), cmd.race, _never),
+    "race-act": CommandSpec(0.8, _seconds(2.0, 8.0), cmd.race_activity, _never),
+    "saga": CommandSpec(0.7, lambda rng: rng.choice(["ok", "fail"]), cmd.saga, _never),
+    "async": CommandSpec(1, _none, cmd.ask, _async_parked_ok),
+    "idempotent": CommandSpec(1, _none, cmd.idempotent, _never),
+    "now": CommandSpec(0.3, _none, cmd.now, _never),
+    "beat": CommandSpec(0.8, _none, cmd.beat, _never),
+    "upsert": CommandSpec(0.6, lambda rng: rng.randrange(4), cmd.upsert, _never),
+    "finalizer": CommandSpec(
+        0.8, lambda rng: rng.choice(["ok", "ok", "flaky", "dead"]), cmd.finalizer, _never
+    ),
+    "continue": CommandSpec(0.5, _none, cmd.continue_as_new, _never),
 }
 """Every command the workload draws from: name -> spec. A new engine command is one entry."""
 
 
-CHILD_COMMANDS = ["act", "sleep", "signal", "flaky", "update"]
+CHILD_COMMANDS = ["act", "sleep", "signal", "flaky", "update", "finalizer", "continue", "all"]
 
 CHILD_AFTER_UPDATE_ON = True
 """Whether a program may start a child after an update wait (on: a child start always has a
 wake-up, and the update call drives the child it lets the parent start)."""
+
+
+def _entry(rng: random.Random, name: str, depth: int = 0) -> list[Any]:
+    return [name, _child_arg(rng, depth) if name == "child" else COMMANDS[name].arg(rng)]
 
 
 def random_program(rng: random.Random, length: int) -> list[list[Any]]:
@@ -216,22 +195,23 @@ def random_program(rng: random.Random, length: int) -> list[list[Any]]:
         name = rng.choices(names, weights)[0]
         if name == "child" and not CHILD_AFTER_UPDATE_ON and ["update", None] in program:
             name = "act"
-        program.append([name, COMMANDS[name].arg(rng)])
-    return program
-
-
-def value_of(workflow_id: str, step: int, tag: str) -> str:
-    return f"{workflow_id}/{step}/{tag}"
+        program.append(_entry(rng, name))
+    return fit_continue(program)
 
 
 def sim_workflow(ctx: Any, spec: dict[str, Any]) -> Gen:
-    """Run ``spec["prog"]``; the ``where`` query reports progress for the liveness check."""
+    """Run ``spec["prog"]`` from entry ``spec["at"]`` (past a ``continue_as_new``) with what
+    earlier runs of the id carried; the ``where`` query reports progress."""
+    carry = spec.get("carry") or {}
     state: dict[str, Any] = {
+        "spec": {k: v for k, v in spec.items() if k not in ("at", "carry")},
         "step": 0,
-        "values": [],
-        "sigs": [],
-        "approved": 0,
-        "updates_passed": 0,
+        "values": list(carry.get("values", [])),
+        "sigs": list(carry.get("sigs", [])),
+        "approved": carry.get("approved", 0),
+        "updates_passed": carry.get("updates_passed", 0),
+        "run": carry.get("run", 1),
+        "finalizers": 0,
     }
 
     def approve(payload: Any) -> int:
@@ -249,13 +229,16 @@ def sim_workflow(ctx: Any, spec: dict[str, Any]) -> Gen:
             "step": state["step"],
             "signals": len(state["sigs"]),
             "updates": state["updates_passed"],
+            "approved": state["approved"],
             "result": {"values": state["values"], "sigs": state["sigs"]},
         },
     )
-    for step, (name, arg) in enumerate(spec["prog"]):
+    program = spec["prog"]
+    for step in range(spec.get("at", 0), len(program)):
+        name, arg = program[step]
         state["step"] = step
         yield from COMMANDS[name].body(ctx, state, step, arg)
-    state["step"] = len(spec["prog"])
+    state["step"] = len(program)
     return {"values": state["values"], "sigs": state["sigs"]}
 
 
@@ -268,12 +251,26 @@ def retired_workflow() -> dict[str, WorkflowDefinition]:
     return {RETIRED: workflow(RETIRED).execute(_retired)}
 
 
+def _concurrency(kind: str) -> Concurrency | None:
+    if kind not in LIMITS:
+        return None
+
+    def key(spec: dict[str, Any]) -> str:
+        return str(spec.get("ck", ""))
+
+    if kind == QUEUED:
+        return Concurrency(LIMITS[kind], key=key, on_limit="queue")
+    return Concurrency(LIMITS[kind], key=key, on_limit="reject")
+
+
 def build_workflows(obs: Observer) -> dict[str, WorkflowDefinition]:
-    """The one workflow type, its activities bound to the simulator that observes them."""
+    """The workflow types, their activities bound to the simulator that observes them."""
 
     def work(arg: dict[str, Any]) -> str:
         attempt = current_activity().attempt
         obs.activity_ran(arg["wf"], arg["step"], arg["tag"], attempt)
+        if "bound" in arg:
+            obs.bounded(arg["bound"], f"{arg['wf']} step {arg['step']}")
         if arg.get("fail_always") or (arg.get("fail_first") and attempt == 1):
             raise SimFailure(f"planned failure of {arg['wf']} step {arg['step']}")
         return value_of(arg["wf"], arg["step"], arg["tag"])
@@ -297,9 +294,32 @@ def build_workflows(obs: Observer) -> dict[str, WorkflowDefinition]:
         value = obs.ledger().get(f"{arg['wf']}/{arg['step']}")
         return Verification.not_completed() if value is None else Verification.completed(value)
 
-    definition = (
-        workflow(WORKFLOW)
-        .activities(work=work, undo=undo, ask=ask, charge=activity(charge, verify=verify))
+    def beat(arg: dict[str, Any]) -> str:
+        act = current_activity()
+        obs.activity_ran(arg["wf"], arg["step"], arg["tag"], act.attempt)
+        obs.beat(arg["wf"], arg["step"], act.attempt, act.heartbeat_details)
+        for n in range(2):
+            act.heartbeat(f"{act.attempt}.{n}")
+        obs.hang(arg["wf"], arg["step"], act.attempt)
+        return value_of(arg["wf"], arg["step"], arg["tag"])
+
+    def cleanup(arg: dict[str, Any]) -> None:
+        attempt = current_activity().attempt
+        obs.finalized(arg, attempt)
+        if arg["mode"] == "dead" or (arg["mode"] == "flaky" and attempt == 1):
+            raise SimFailure(f"planned failure of finalizer {arg['pos']} of {arg['wf']}")
+
+    activities: dict[str, Any] = {
+        "work": work,
+        "undo": undo,
+        "ask": ask,
+        "charge": activity(charge, verify=verify),
+        "beat": beat,
+        "cleanup": cleanup,
+    }
+    return {
+        kind: workflow(kind, concurrency=_concurrency(kind), search_attributes=ATTRIBUTES)
+        .activities(**activities)
         .execute(sim_workflow)
-    )
-    return {WORKFLOW: definition}
+        for kind in TYPES
+    }

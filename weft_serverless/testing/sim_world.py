@@ -2,9 +2,10 @@
 
 A ``Scenario`` is data (JSON-able): the engines, a list of actions and a fault plan. The
 ``World`` carries out the actions one at a time in order, each on the engine it names, with a
-virtual clock per engine (the world's time plus a bounded skew). Nothing runs on a thread and
-nothing reads the wall clock, so a scenario replays exactly. What the workload and the
-operator can do is the table ``sim_actions.ACTIONS``.
+virtual clock per engine (the world's time plus a bounded skew). Activities that run beside
+others run on ``SimThreads``, which finishes them one at a time in a seeded order on this
+same thread. Nothing runs on a thread and nothing reads the wall clock, so a scenario replays
+exactly. What the workload and the operator can do is the table ``sim_actions.ACTIONS``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import random
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-from weft_serverless.activity import ActivityContext, current_activity, set_current
 from weft_serverless.engine.engine import Engine
+from weft_serverless.engine.inspection import read_only_engine
 from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
@@ -26,77 +26,55 @@ from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.testing import SimulatedCrash
 from weft_serverless.testing.sim_actions import (
     ACTIONS,
-    FLOOD_PREFIX,
     INTERVENTIONS,
-    PREEMPT_MOVES,
-    PREEMPT_MOVES_AT_WRITES,
     SCOPES,
     ActionSpec,
+    preemption,
 )
+from weft_serverless.testing.sim_commands import HEARTBEAT_TIMEOUT
+from weft_serverless.testing.sim_executor import Hung, SimThreads
 from weft_serverless.testing.sim_faults import FaultyStorage
-from weft_serverless.testing.sim_records import Execution, JournalEntry, Scenario
-from weft_serverless.testing.sim_workload import (
-    SimFailure,
-    build_workflows,
-)
+from weft_serverless.testing.sim_observer import Observing
+from weft_serverless.testing.sim_quiescence import quiesce
+from weft_serverless.testing.sim_records import Beat, Execution, JournalEntry, Scenario
+from weft_serverless.testing.sim_slots import Slot, own_activity_context
+from weft_serverless.testing.sim_steps import StepLedger
+from weft_serverless.testing.sim_store_model import StoreModel
+from weft_serverless.testing.sim_workload import SimFailure, build_workflows
 
 T0 = 1_767_225_600.0
 TTL, RENEW = 3.0, 1.0  # a stale claim is taken over after 3 + 2 x 1 = 5 s without renewal
 MAX_SKEW = 0.4  # seconds an engine's clock may stray from the world's (below RENEW)
 STALL = TTL + 2 * RENEW + 1.5  # a stall outlives the claim and its grace
 LONG_STALL = WAKE_GRACE + 1.0  # a stall outlives a run's wake-up grace: another engine drives it
-LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
+HANG = HEARTBEAT_TIMEOUT + 1.0  # a hung attempt outlives its heartbeat timeout
+HANG_CHANCE = 0.5  # share of first attempts of a heartbeating activity that hang
+PARALLEL = (0, 2, 4)
+"""``max_parallel_activities`` an engine incarnation draws: 0 runs branches one after another
+on the drive's thread (the inline path), more runs them together on ``SimThreads``."""
 
 
 def _workflow_of(partition: str) -> str | None:
     return keys.dec(partition[3:]) if partition.startswith("wf#") else None
 
 
-@contextmanager
-def _own_activity_context() -> Iterator[None]:
-    """Keep the interrupted activity's context: engines that act in the middle of it share
-    this thread, and each activity they run resets the thread's context when it ends."""
-    saved: ActivityContext | None
-    try:
-        saved = current_activity()
-    except WeftError:
-        saved = None
-    try:
-        yield
-    finally:
-        set_current(saved)
-
-
-@dataclass
-class Slot:
-    """One engine process; a crash ends an incarnation and the next use starts a new one."""
-
-    index: int
-    incarnation: int = 0
-    engine: Engine | None = None
-    storage: FaultyStorage | None = None
-    faults: int = 0  # faults that hit this slot so far (any kind)
-
-    @property
-    def engine_id(self) -> str:
-        return f"e{self.index}.{self.incarnation}"
-
-
-class World:
+class World(Observing):
     """Runs one scenario on one store; the invariant checker reads what it recorded."""
 
     def __init__(self, scenario: Scenario, storage: Storage) -> None:
+        super().__init__()
         self.scenario = scenario
         self.store = storage
         self.ownership = scenario.ownership
         self.now = T0
         self.rng = random.Random(scenario.seed ^ 0x5EED)
+        random.seed(scenario.seed)  # the engine picks concurrency slots with ``random``
         self.slots = [Slot(i) for i in range(scenario.engines)]
         self.acting: list[Slot] = []
         self.doing: list[tuple[str, list[Any]]] = []  # the actions in progress, outermost first
         self.flows = build_workflows(self)
         self.counters: dict[str, int] = dict.fromkeys(
-            ("read", "write", "start", "activity", "invocation-end"), 0
+            ("read", "write", "start", "shared", "activity", "invocation-end"), 0
         )
         self.plan = {(c, int(n)): kind for c, n, kind in scenario.faults}
         self.fired: list[tuple[str, int, str, str]] = []  # (counter, n, kind, engine id)
@@ -104,25 +82,26 @@ class World:
         self.executions: dict[tuple[str, int, str, int], list[Execution]] = {}
         self.started: set[str] = set()
         self.interventions: dict[str, list[int]] = {}  # ticks of operator moves, per run
-        self.drive_starts: dict[tuple[int, str], int] = {}  # (slot, run) -> tick of its read
+        # (slot, run) -> the tick of its drive's history read, and the slot's faults then
+        self.drive_starts: dict[tuple[int, str], tuple[int, int]] = {}
         self.ticks = 0
-        self.signal_attempts = 0
-        self.signals_delivered: dict[str, set[str]] = {}
-        self.updates_ok: dict[str, set[str]] = {}
-        self.tokens: list[tuple[str, int, str]] = []
-        self.completed_tokens: set[str] = set()
-        self._ledger: dict[str, Any] = {}
+        self.moves = 0  # moves other engines made in the middle of a call (preempt, stall)
         self.problems: list[str] = []
         self.faults_on = True
         self.floods = 0
-        self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds
+        self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds (or more)
         self.known_runs: dict[str, None] = {}  # every run written so far, in order
-        self.live_children: set[str] = set()  # filled by the liveness check before it asks
+        self.model: StoreModel | None = None  # the journal replayed (by the invariants)
+        self.steps: StepLedger | None = None  # the journal's steps (by the invariants)
+        self._observer: Engine | None = None
 
     # -- engines -------------------------------------------------------------------------------
 
     def engine(self, slot: Slot) -> Engine | None:
-        """The slot's engine, starting a new incarnation (which recovers) if it died."""
+        """The slot's engine, starting a new incarnation (which recovers) if it died or
+        stopped itself (it lost the store-wide lease)."""
+        if slot.engine is not None and slot.engine.runtime.closed:
+            self.kill(slot, "stopped")
         if slot.engine is not None:
             return slot.engine
         slot.incarnation += 1
@@ -131,18 +110,19 @@ class World:
             return self._storage_fault(counter, slot, partition)
 
         def after_write(partition: str) -> None:
-            self._preempt(slot, _workflow_of(partition), at_write=True)
+            self._preempt(slot, partition, at_write=True)
 
         def history_read(partition: str) -> None:
             wf = _workflow_of(partition)
             if wf is not None:
-                self.drive_starts[(slot.index, wf)] = self.clock_tick()
+                self.drive_starts[(slot.index, wf)] = (self.clock_tick(), slot.faults)
 
         storage = FaultyStorage(
             self.store, fault_for, self._journal_for(slot), after_write, history_read
         )
         slot.storage = storage
         skew = round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3)  # this incarnation's clock error
+        parallel = self.rng.choice(PARALLEL)
 
         def clock() -> float:
             return self.now + skew
@@ -159,9 +139,12 @@ class World:
                 engine_id=slot.engine_id,
                 max_clock_skew=math.inf,
                 recover=False,
-                max_parallel_activities=0,  # one thread runs the world: branches in order
+                max_parallel_activities=parallel,
                 **options,
             )
+            threads = SimThreads(parallel, self.rng.randrange, self.drive_overdue)
+            object.__setattr__(slot.engine.runtime, "activity_threads", threads)
+            slot.threads = threads
 
         with self._acting(slot):
             self._guard(slot, "create", create)
@@ -171,9 +154,17 @@ class World:
             self._guard(slot, "recover", slot.engine.recover_all)
         return slot.engine
 
+    def observer(self) -> Engine:
+        """An engine outside the fault plan that only reads (and replays) the store."""
+        if self._observer is None:
+            self._observer = read_only_engine(self.store, "checker", self.flows)
+        return self._observer
+
     def claim_options(self) -> dict[str, Any]:
         if self.ownership == "workflow-lease":
             return {"workflow_claim_ttl": TTL, "workflow_claim_renew_interval": RENEW}
+        if self.ownership == "lease":
+            return {"lease_ttl": TTL, "lease_renew_interval": RENEW}
         return {}
 
     def crash_acting(self, why: str) -> None:
@@ -183,7 +174,9 @@ class World:
     def kill(self, slot: Slot, why: str) -> None:
         if slot.storage is not None:
             slot.storage.kill()
-        slot.engine, slot.storage = None, None
+        if slot.threads is not None:
+            slot.threads.close()
+        slot.engine, slot.storage, slot.threads = None, None, None
         slot.faults += 1
 
     def _journal_for(self, slot: Slot) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
@@ -192,10 +185,15 @@ class World:
     def journal_as(
         self, engine_id: str
     ) -> Callable[[Sequence[Condition], Sequence[Op], bool], None]:
-        """What a storage handle calls after each write, to journal it under ``engine_id``."""
+        """What a storage handle calls after each write, to journal it under ``engine_id``
+        and the action being carried out."""
 
         def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
-            self.journal.append(JournalEntry(engine_id, tuple(conditions), tuple(ops), ok))
+            action = self.doing[-1][0] if self.doing else ""
+            entry = JournalEntry(
+                engine_id, tuple(conditions), tuple(ops), ok, action, self.clock_tick()
+            )
+            self.journal.append(entry)
             if ok:
                 for op in ops:
                     if op.key.sort == keys.STATE and op.key.partition.startswith("wf#"):
@@ -227,8 +225,8 @@ class World:
     def _storage_fault(self, counter: str, slot: Slot, partition: str) -> str | None:
         """The fault for this read or write; a preemption is carried out here, before it."""
         kind = self._next_fault(counter, slot)
-        if kind in ("preempt-read", "preempt-write"):
-            self._preempt(slot, _workflow_of(partition), at_write=counter == "write")
+        if kind in ("preempt-read", "preempt-write", "preempt-shared"):
+            self._preempt(slot, partition, at_write=counter == "write")
             return None
         if kind == "stall-before-start":
             if len(self.acting) == 1:
@@ -236,30 +234,21 @@ class World:
             return None
         return kind  # "preempt-after-write" is carried out by the handle, once the write landed
 
-    def _preempt(self, preempted: Slot, focus: str | None, at_write: bool) -> None:
+    def _preempt(self, preempted: Slot, partition: str, at_write: bool) -> None:
         """Another engine makes one move in the middle of this one's call (one level deep),
-        most often on the workflow that call is about or on one of its children: races on
-        one workflow are the ones that matter."""
+        most often on what that call is about (a run or one of its children, a schedule, a
+        bulk operation): races on one thing are the ones that matter."""
         if len(self.acting) > 1:
             return
         others = [slot for slot in self.slots if slot is not preempted]
-        runs = list(self.known_runs)
-        if not others or not runs:
+        if not others or not self.known_runs:
             return
         slot = self.rng.choice(others)
-        roll = self.rng.random()
-        if focus is not None and focus in self.known_runs and roll < 0.6:
-            family = [focus, *(run for run in runs if run.startswith(focus + ".c"))]
-            target = self.rng.choice(family)
-        else:
-            target = self.rng.choice(runs[-3:] if roll < 0.8 else runs)
-        moves = PREEMPT_MOVES_AT_WRITES if at_write or target != focus else PREEMPT_MOVES
-        with _own_activity_context():
-            for name in self.rng.choice(moves):
-                args: list[Any] = [] if name == "maintain" else [target]
-                if name == "signal":
-                    args.append(None)
-                self._act(slot, name, args, scope=self.rng.choice(SCOPES))
+        moves = preemption(self.rng, list(self.known_runs), self.schedules, partition, at_write)
+        self.moves += 1
+        with own_activity_context():
+            for name, args in moves:
+                self.act(slot, name, args, scope=self.rng.choice(SCOPES))
         for outer, outer_args in self.doing:  # an interrupted move may land only now
             if outer in INTERVENTIONS:
                 self.intervene(outer_args[0])
@@ -269,14 +258,12 @@ class World:
     def activity_ran(self, workflow_id: str, step: int, tag: str, attempt: int) -> None:
         slot = self.acting[-1]
         runs = self.executions.setdefault((workflow_id, step, tag, attempt), [])
-        runs.append(
-            Execution(
-                slot.index,
-                slot.faults,
-                self.drive_starts.get((slot.index, workflow_id), 0),
-                self.clock_tick(),
-            )
-        )
+        drive, faults = self.drive_starts.get((slot.index, workflow_id), (0, 0))
+        runs.append(Execution(slot.index, slot.faults, drive, self.clock_tick(), faults))
+        self._activity_fault(slot)
+
+    def _activity_fault(self, slot: Slot) -> None:
+        """The engine may die or stall inside an activity (a finalizer's too)."""
         kind = self._next_fault("activity", slot)
         if kind == "crash-in-activity":
             self.kill(slot, kind)
@@ -284,13 +271,45 @@ class World:
         if kind == "stall-in-activity" and len(self.acting) == 1:
             self._stall(slot, STALL)
 
+    def finalized(self, arg: dict[str, Any], attempt: int) -> None:
+        super().finalized(arg, attempt)
+        self._activity_fault(self.acting[-1])
+
+    def beat(self, workflow_id: str, step: int, attempt: int, seen: Any) -> None:
+        self.note_beat(workflow_id, step, Beat(attempt, seen, len(self.fired), self.clock_tick()))
+
+    def bounded(self, bound: int, what: str) -> None:
+        """A ``map`` item runs: no more of its step's attempts are placed than its bound."""
+        threads = self.acting[-1].threads
+        if threads is not None and threads.running:
+            placed = 1 + len(threads.queued) + len(threads.hung)
+            if placed > bound:
+                self.unbounded.append(f"{what}: {placed} attempts at once, bound {bound}")
+
+    def hang(self, workflow_id: str, step: int, attempt: int) -> None:
+        """A first attempt may hang for good (its thread stuck past its heartbeat timeout);
+        only on the simulated threads, and only while faults are on."""
+        threads = self.acting[-1].threads
+        if threads is None or not threads.running or not self.faults_on or attempt != 1:
+            return
+        if self.rng.random() >= HANG_CHANCE:
+            return
+        self.hung.append((workflow_id, step, attempt))
+        self.acting[-1].faults += 1  # a fault like a stall: its claim may lapse meanwhile
+        if len(self.acting) == 1:
+            self._stall(self.acting[-1], HANG)
+        else:
+            self.now += HANG
+        raise Hung(f"attempt {attempt} of {workflow_id} step {step} hangs")
+
     def _stall(self, stalled: Slot, seconds: float) -> None:
         """The engine hangs for ``seconds`` (past its claim); the others carry on."""
         self.now += seconds
-        with _own_activity_context():
+        self.moves += 1
+        with own_activity_context():
             for slot in self.slots:
                 if slot is not stalled:
-                    self._act(slot, "maintain", [], scope=0)
+                    self.act(slot, "maintain", [], scope=0)
 
     def clock_tick(self) -> int:
         """A sequence number for ordering what happened (drive starts, runs, operator moves)."""
@@ -300,34 +319,14 @@ class World:
     def intervene(self, workflow_id: str) -> None:
         self.interventions.setdefault(workflow_id, []).append(self.clock_tick())
 
-    def async_token(self, workflow_id: str, step: int, token: str) -> None:
-        self.tokens.append((workflow_id, step, token))
-
-    def ledger(self) -> dict[str, Any]:
-        return self._ledger
-
-    def signals_sent(self, workflow_id: str) -> int:
-        return len(self.signals_delivered.get(workflow_id, ()))
-
-    def updates_applied(self, workflow_id: str) -> int:
-        return len(self.updates_ok.get(workflow_id, ()))
-
-    def token_completed(self, workflow_id: str, step: int) -> bool:
-        """Whether the latest token the step handed out (its current attempt's) was completed."""
-        mine = [token for wf, n, token in self.tokens if (wf, n) == (workflow_id, step)]
-        return bool(mine) and mine[-1] in self.completed_tokens
-
-    def child_live(self, child_id: str) -> bool:
-        return child_id in self.live_children
-
     # -- running -----------------------------------------------------------------------------
 
     def run(self) -> None:
         for name, engine_index, scope, *args in self.scenario.actions:
             slot = self.slots[engine_index % len(self.slots)]
-            self._act(slot, name, args, scope=int(scope))
+            self.act(slot, name, args, scope=int(scope))
 
-    def _act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
+    def act(self, slot: Slot, name: str, args: list[Any], *, scope: int) -> None:
         spec = ACTIONS[name]
         engine = self.engine(slot)
         if engine is None or slot.engine is None:  # failed to start, or died recovering
@@ -370,27 +369,9 @@ class World:
         except Exception as exc:  # anything else escaping the engine is a defect
             self.problems.append(f"{slot.engine_id} {name}: unexpected {type(exc).__name__}: {exc}")
 
-    def quiesce(self, passes: int = 12, step: float = 15.0) -> None:
-        """Stop faults, bring every engine back and let time run on, maintaining on each;
-        note every timer that stays due through ``LATE_PASSES`` rounds of passes."""
-        self.faults_on = False
-        overdue: dict[str, int] = {}
-        for _ in range(passes):
-            self.now += step
-            for slot in self.slots:
-                self._act(slot, "maintain", [], scope=0)
-            overdue = {sort: overdue.get(sort, 0) + 1 for sort in self._due_timers()}
-            for sort, rounds in overdue.items():
-                if rounds == LATE_PASSES:
-                    self.late_timers.append(sort)
-
-    def _due_timers(self) -> Iterator[str]:
-        """Due timers of runs that are not a flood's (a flood waits for takeovers by design)."""
-        bound = keys.timer_due_bound(self.now)
-        for shard in range(keys.TIMER_SHARDS):
-            for sort, _ in self.store.scan(keys.timer_partition(shard), lt=bound):
-                if not keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX):
-                    yield sort
+    def quiesce(self) -> None:
+        """Faults stop, every engine comes back, time runs on (``sim_quiescence``)."""
+        quiesce(self)
 
 
 __all__ = ["Scenario", "World"]

@@ -33,9 +33,17 @@ from weft_serverless.testing.sim_records import Scenario
 from weft_serverless.testing.sim_world import World
 
 BACKENDS = ("memory", "sqlite", "dynamodb")
-NONE_SHARE = 0.25  # share of generated scenarios in ownership mode none
+NONE_SHARE = 0.2  # share of generated scenarios in ownership mode none
+LEASE_SHARE = 0.15  # share in the store-wide lease mode
 FAULT_RATE = 0.03  # share of events (writes, activities, invocation ends) hit by a fault
-EVENTS_PER_ACTION = {"read": 20, "write": 8, "start": 0.5, "activity": 1.5, "invocation-end": 0.5}
+EVENTS_PER_ACTION = {
+    "read": 20,
+    "write": 8,
+    "start": 0.5,
+    "shared": 1.0,
+    "activity": 1.5,
+    "invocation-end": 0.5,
+}
 _dynamodb_endpoint: str | None = None
 
 
@@ -67,10 +75,12 @@ def generate(
 ) -> Scenario:
     """The scenario a seed stands for (the same seed and options give the same scenario).
 
-    Without ``ownership`` a seed picks it: workflow-lease mostly, mode none one time in four.
+    Without ``ownership`` a seed picks it: workflow-lease mostly, then none, then lease.
     """
     rng = random.Random(seed)
-    mode = ownership or ("none" if rng.random() < NONE_SHARE else "workflow-lease")
+    roll = rng.random()
+    drawn = "none" if roll < NONE_SHARE else "lease" if roll < NONE_SHARE + LEASE_SHARE else None
+    mode = ownership or drawn or "workflow-lease"
     actions = random_actions(rng, steps, engines, weights)
     events = {counter: round(steps * per) for counter, per in EVENTS_PER_ACTION.items()}
     plan = random_plan(rng, enabled_faults(faults), fault_rate, events)  # type: ignore[arg-type]
@@ -199,6 +209,19 @@ def describe(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
+CI_SCHEDULES = 1500
+"""Schedules a CI run makes (tests/simulation), split between backends by ``CI_SHARES``."""
+CI_SHARES = {"memory": 0.877, "sqlite": 0.12, "dynamodb": 0.0027}
+CI_STEPS = {"memory": 60, "sqlite": 60, "dynamodb": 20}
+CI_FIRST_SEED = {"memory": 0, "sqlite": 100_000, "dynamodb": 200_000}
+
+
+def ci_seeds(backend: str) -> range:
+    """The fixed seed range CI runs on ``backend``."""
+    first = CI_FIRST_SEED[backend]
+    return range(first, first + max(1, round(CI_SCHEDULES * CI_SHARES[backend])))
+
+
 def run_seeds(
     seeds: range,
     *,
@@ -207,23 +230,32 @@ def run_seeds(
     time_limit: float | None = None,
     shrink_budget: float = 120.0,
     endpoint: str | None = None,
+    first_failure: bool = False,
+    clock: Callable[[], float] = time.monotonic,
     **options: Any,
 ) -> tuple[list[Outcome], int]:
-    """Run the seeds (until ``time_limit`` seconds passed, if given); print a shrunk
-    reproduction of each failure; return the failures and how many seeds ran."""
+    """Run the seeds (until ``time_limit`` seconds passed on ``clock``, if given; up to the
+    first failing one with ``first_failure``); print a shrunk reproduction of each failure;
+    return the failures and how many seeds ran."""
     failures = []
-    stop = None if time_limit is None else time.monotonic() + time_limit
+    began = clock()
+    stop = None if time_limit is None else began + time_limit
     ran = 0
     for seed in seeds:
-        if stop is not None and time.monotonic() > stop:
+        if stop is not None and clock() > stop:
             break
         ran += 1
         outcome = run_scenario(generate(seed, **options), endpoint)
         if outcome.failed:
+            if first_failure:
+                after = clock() - began
+                out(f"first failure: seed {seed} on {outcome.scenario.backend} after {after:.1f} s")
             if shrink_failures:
                 outcome = shrink(outcome, shrink_budget, endpoint)
             out(describe(outcome))
             failures.append(outcome)
+            if first_failure:
+                break
     return failures, ran
 
 
@@ -245,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=BACKENDS, default="memory")
     parser.add_argument(
         "--ownership",
-        choices=("none", "workflow-lease"),
-        help="ownership mode (default: each seed picks, workflow-lease 3 times in 4)",
+        choices=("none", "lease", "workflow-lease"),
+        help="ownership mode (default: each seed picks: none, lease or mostly workflow-lease)",
     )
     parser.add_argument(
         "--faults",
@@ -263,6 +295,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="keep the engine's log output")
     parser.add_argument("--replay", help="run exactly this scenario (printed by a failure)")
     parser.add_argument("--no-shrink", action="store_true", help="print failures unshrunk")
+    parser.add_argument(
+        "--shrink-budget", type=float, default=120.0, help="seconds to shrink a failure"
+    )
+    parser.add_argument(
+        "--first-failure", action="store_true", help="stop at the first failing seed"
+    )
+    parser.add_argument(
+        "--ci", action="store_true", help="run CI's seed ranges (memory, SQLite, DynamoDB)"
+    )
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="count --time-limit in CPU seconds (with --ci)"
+    )
     args = parser.parse_args(argv)
     engine_log = logging.getLogger("weft_serverless")
     level = engine_log.level
@@ -280,6 +324,8 @@ def _run(args: argparse.Namespace) -> int:
         outcome = run_scenario(decode_scenario(args.replay))
         print(describe(outcome) if outcome.failed else f"seed {outcome.scenario.seed}: ok")
         return 1 if outcome.failed else 0
+    if args.ci:
+        return _run_ci(args, began)
     failures, ran = run_seeds(
         range(args.seed, args.seed + args.seeds),
         shrink_failures=not args.no_shrink,
@@ -291,12 +337,43 @@ def _run(args: argparse.Namespace) -> int:
         fault_rate=args.fault_rate,
         weights=_weights(args.actions),
         ownership=args.ownership,
+        first_failure=args.first_failure,
+        shrink_budget=args.shrink_budget,
     )
     elapsed = time.perf_counter() - began
     print(
         f"{ran} schedule(s) on {args.backend}, {len(failures)} failing, "
         f"{elapsed:.1f} s ({elapsed / max(ran, 1):.2f} s each)"
     )
+    return 1 if failures else 0
+
+
+def _run_ci(args: argparse.Namespace, began: float) -> int:
+    """The CI seed ranges, backend by backend, within ``--time-limit`` overall (of CPU time
+    with ``--cpu-time``: what one core would take on a machine nothing else uses)."""
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    start = clock()
+    ran = 0
+    failures: list[Outcome] = []
+    for backend in CI_SHARES:
+        left = None if args.time_limit is None else args.time_limit - (clock() - start)
+        if left is not None and left <= 0:
+            break
+        found, count = run_seeds(
+            ci_seeds(backend),
+            shrink_failures=not args.no_shrink,
+            time_limit=left,
+            steps=CI_STEPS[backend],
+            backend=backend,
+            first_failure=args.first_failure,
+            shrink_budget=args.shrink_budget,
+            clock=clock,
+        )
+        ran, failures = ran + count, failures + found
+        if found and args.first_failure:
+            break
+    elapsed = time.perf_counter() - began
+    print(f"{ran} CI schedule(s), {len(failures)} failing, {elapsed:.1f} s")
     return 1 if failures else 0
 
 

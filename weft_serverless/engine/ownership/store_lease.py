@@ -125,6 +125,18 @@ class StoreLease(Ownership):
     def resume_fragment(self, workflow_id: str) -> Fragment:
         return Fragment(conditions=self._fence())
 
+    def before_activity(self, workflow_id: str) -> None:
+        """Run an activity only on a lease this engine's clock says is live. One with less
+        than a renew interval left missed its renewals (nothing renewed it for a while, or
+        the engine stalled), and another engine may hold the store by now and run the
+        activity too: the lease is renewed first, and a refused renewal stops this engine
+        before anything runs. A healthy lease costs no request here."""
+        if self.lost:
+            raise EngineLeaseLostError("this engine lost the store-wide lease and stopped")
+        if self.host.now() < self.renewed_at + self.timing.ttl - self.timing.renew_interval:
+            return
+        self.renew_all()
+
     def on_lost_commit(self, workflow_id: str) -> None:
         self.check_store_fence()
 

@@ -87,7 +87,9 @@ class Spec:
         """The most recent fire from ``first`` on that is due at ``now``, and how many fires
         are due from ``first`` to it (for a cron expression, counted up to
         ``MAX_FIRES_COUNTED``: stepping cron is slow, and a longer outage is not told apart)."""
-        fire = self.at_or_before(now)
+        # From a millisecond on: a fire up to then is due by the millisecond (``is_due``),
+        # which is how its timer was found due.
+        fire = self.at_or_before(now + 1e-3)
         while fire is not None and fire >= first and not is_due(now, self.due(schedule_id, fire)):
             fire = self.at_or_before(fire - 1e-3)  # jittered past now: the one before
         if fire is None or fire < first:

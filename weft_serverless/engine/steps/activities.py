@@ -27,7 +27,7 @@ from weft_serverless.errors import (
     PayloadTooLargeError,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Put
+from weft_serverless.storage.base import Condition, Delete, Op, Put
 from weft_serverless.workflow import ActivityDefinition
 
 from .. import attempt_history, event_log, outbox, timers
@@ -168,12 +168,13 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
         return None  # it returned after it was told to stop (the run ended): void
     if ready.context.async_token is not None and ready.result is None:
         return None
+    # The step's heartbeat record ends with it, in its batch (not a cleanup a crash can cut).
     stale_beat = slot in scope.history.heartbeats or ready.context.latest_heartbeat is not None
-    cleanup = [Delete(keys.heartbeat_key(workflow_id, slot))] if stale_beat else []
+    beat_ops: list[Op] = [Delete(keys.heartbeat_key(workflow_id, slot))] if stale_beat else []
     if verdict.ok:
         value = decode(verdict.value) if verdict.value is not None else None
         done = scope.finish(slot, Outcome(value), OpRecord.activity_result(verdict.value, number))
-        done.cleanup.extend(cleanup)
+        done.ops.extend(beat_ops)
         return done
     retries = verdict.retryable and number - ready.base < cmd.retry.max_attempts
     due = rt.now() + cmd.retry.backoff(number - ready.base) if retries else None
@@ -230,7 +231,7 @@ def conclude(scope: StepScope, slot: str, ready: Ready, verdict: Verdict) -> Don
             fields[name] = kept
     err = error_record("activity", verdict.error_type, verdict.message, **fields)
     done = scope.finish(slot, Outcome(error=error_from_record(err)), OpRecord(ok=False, error=err))
-    done.cleanup.extend(cleanup)
+    done.ops.extend(beat_ops)
     return done
 
 
@@ -317,7 +318,7 @@ def _park_async(scope: StepScope, slot: str, number: int, failures: list[BaseExc
     key = keys.pending_key(scope.workflow_id, f"{slot}@{number}")
     record = PendingRecord(async_attempt=number, at=scope.rt.now())
     try:
-        scope.commit_parking([Condition(key, None)], [Put(key, record.to_bytes())])
+        scope.commit_parking([Condition(key, None)], [Put(key, record.to_bytes())], slot)
     except Exception as exc:
         failures.append(exc)
         raise

@@ -134,11 +134,18 @@ class StepScope(ABC):
                 Put(timer, timers.timer_value(self.workflow_id, kind.name)),
                 *also,
             ],
+            self.slot,
         )
         return stored
 
-    def commit_parking(self, conditions: list[Condition], ops: list[Op]) -> None:
-        """Commit a batch that parks the run; it takes the run's wake-up with it."""
+    def commit_parking(self, conditions: list[Condition], ops: list[Op], slot: str = "") -> None:
+        """Commit a batch that parks the step at ``slot`` (none: the run); it takes the run's
+        wake-up with it, unless it parks a branch: the drive goes on with the step's other
+        branches (and may delete this branch's timer: a race's losing sleep), and drops the
+        wake-up itself once the run parks (``driver``)."""
+        if "." in slot:
+            commit(self.rt, self.workflow_id, conditions, ops)
+            return
         commit(self.rt, self.workflow_id, conditions, ops + wakeups.disarm(self.history))
         wakeups.disarmed(self.history)
 
@@ -156,5 +163,5 @@ class StepScope(ABC):
         now = self.rt.now()
         deferral = keys.counter(next(_deferrals), 8)
         suffix = f"{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
-        self.commit_parking([], [timers.arm(timers.BUDGET, self.workflow_id, now, suffix)])
+        self.commit_parking([], [timers.arm(timers.BUDGET, self.workflow_id, now, suffix)], slot)
         self.rt.metrics.incr("steps_deferred_for_budget")

@@ -60,6 +60,12 @@ def branch_slot(parent: str, index: int) -> str:
     return f"{parent}.{counter(index, 3)}"
 
 
+def top_slot(ref: str) -> str:
+    """The top-level step slot a slotted record belongs to: a branch (``00000003.001``) and
+    an async attempt's pending record (``00000003@2``) belong to step ``00000003``."""
+    return ref.split(".", 1)[0].split("@", 1)[0]
+
+
 def describe_slot(slot: str) -> str:
     """A slot for people: ``00000003.001`` -> ``4 (branch 2)`` (both counted from 1)."""
     top, *branches = slot.split(".")

@@ -1,0 +1,71 @@
+"""The end of every scenario: faults stop, every engine comes back, and time runs on.
+
+Twelve rounds, 15 s apart, in which every engine runs a maintenance pass; the liveness
+invariants judge what is left. A timer that stays due through ``LATE_PASSES`` rounds is
+noted (``timers-fire-in-bounded-passes``), plus the rounds the passes need to read past a
+backlog of timers no engine can fire (a flood's: ``PASS_CAP`` a pass); the timers of a run
+with a teardown get the teardown's claim on top (60 s): an engine that died running it holds
+the run until then.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from weft_serverless.engine.teardown import CLAIM_TTL
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Storage
+from weft_serverless.testing.sim_actions import FLOOD_PREFIX, PASS_CAP
+
+
+class World(Protocol):
+    """What the end of a scenario moves and reads of the world."""
+
+    faults_on: bool
+    now: float
+    store: Storage
+    late_timers: list[str]
+
+    @property
+    def slots(self) -> Sequence[Any]: ...
+
+    def act(self, slot: Any, name: str, args: list[Any], *, scope: int) -> None: ...
+
+
+ROUNDS, STEP = 12, 15.0
+LATE_PASSES = 3  # rounds of passes (every engine once) within which a due timer must fire
+TEARDOWN_LATE = LATE_PASSES + math.ceil(CLAIM_TTL / STEP)
+
+
+def quiesce(world: World) -> None:
+    """Stop faults, bring every engine back and let time run on, maintaining on each;
+    note every timer that stays due too long."""
+    world.faults_on = False
+    backlog = sum(1 for _ in _timers(world, flooded=True))
+    late = LATE_PASSES + math.ceil(backlog / (PASS_CAP * len(world.slots)))
+    overdue: dict[str, int] = {}
+    for _ in range(ROUNDS):
+        world.now += STEP
+        for slot in world.slots:
+            world.act(slot, "maintain", [], scope=0)
+        overdue = {sort: overdue.get(sort, 0) + 1 for sort in _timers(world, due=True)}
+        for sort, rounds in overdue.items():
+            if rounds == late + (TEARDOWN_LATE - LATE_PASSES if _tearing_down(world, sort) else 0):
+                world.late_timers.append(sort)
+
+
+def _tearing_down(world: World, sort: str) -> bool:
+    wf = keys.dec(sort.split("#")[1])
+    return world.store.get(keys.teardown_key(wf)) is not None
+
+
+def _timers(world: World, *, due: bool = False, flooded: bool = False) -> Iterator[str]:
+    """Timers (only the due ones, with ``due``) of runs that are not a flood's, or (with
+    ``flooded``) only of a flood's (a flood waits for takeovers by design)."""
+    bound = keys.timer_due_bound(world.now) if due else None
+    for shard in range(keys.TIMER_SHARDS):
+        for sort, _ in world.store.scan(keys.timer_partition(shard), lt=bound):
+            if keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX) == flooded:
+                yield sort
