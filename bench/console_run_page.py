@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from examples.workflows import SAMPLES, workflows
 from weft_serverless import Engine, SQLiteStorage
 from weft_serverless.console.app import Console, create_app
-from weft_serverless.engine.records import RUNNING, WorkflowState
+from weft_serverless.engine.persistence.records import RUNNING, WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put
 from weft_serverless.testing import VirtualClock

@@ -47,7 +47,7 @@ for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 from weft_serverless import Engine, WorkflowContext, workflow  # noqa: E402
 from weft_serverless.codec import decode  # noqa: E402
 from weft_serverless.dev_moto import LockedMotoServer  # noqa: E402
-from weft_serverless.engine.records import WorkflowState  # noqa: E402
+from weft_serverless.engine.persistence.records import WorkflowState  # noqa: E402
 from weft_serverless.storage import keys  # noqa: E402
 from weft_serverless.storage.dynamodb import DynamoDBStorage, create_table  # noqa: E402
 from weft_serverless.testing_moto import serialise_moto  # noqa: E402

@@ -36,7 +36,7 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 from weft_serverless import Engine, MemoryStorage, SQLiteStorage, workflow
 from weft_serverless.aws.maintenance import DEFAULT_MARGIN
-from weft_serverless.engine.records import WorkflowState
+from weft_serverless.engine.persistence.records import WorkflowState
 from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage

@@ -27,8 +27,8 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 from weft_serverless import Engine, workflow
-from weft_serverless.engine import visibility
-from weft_serverless.engine.records import COMPLETED, RUNNING, WorkflowState
+from weft_serverless.engine.persistence import index_entries as visibility
+from weft_serverless.engine.persistence.records import COMPLETED, RUNNING, WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put, Storage
 

@@ -13,8 +13,8 @@ from weft_serverless.codec import jsonable
 from weft_serverless.commands import RetryPolicy
 from weft_serverless.concurrency import Concurrency
 from weft_serverless.context import WorkflowContext
-from weft_serverless.engine.bulk import BulkOperation
-from weft_serverless.engine.bulk_request import BulkPreview
+from weft_serverless.engine.bulk.operation import BulkOperation
+from weft_serverless.engine.bulk.request import BulkPreview
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from weft_serverless.engine.inspection import (
@@ -30,7 +30,7 @@ from weft_serverless.engine.inspection import (
     stored_ownership_mode,
 )
 from weft_serverless.engine.maintenance import MaintenanceReport
-from weft_serverless.engine.records import STATUSES as WORKFLOW_STATUSES
+from weft_serverless.engine.persistence.records import STATUSES as WORKFLOW_STATUSES
 from weft_serverless.engine.replay_view import ReplayView, Waiting, replay_view, waiting_for
 from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription

@@ -2,7 +2,7 @@
 
 Declared with ``workflow(name, concurrency=Concurrency(max, key, on_limit))`` and checked
 when declared, so a bad limit fails at import time. The engine enforces it
-(``engine/concurrency.py``, ADR 0025): a run holds one of ``max`` slot records of its key
+(``engine/runs/concurrency.py``, ADR 0025): a run holds one of ``max`` slot records of its key
 from its start to its terminal status. Its two errors are in ``errors``, with every other.
 """
 

@@ -24,7 +24,7 @@ from weft_serverless.aws.operations import _instant as read_instant
 from weft_serverless.aws.route_types import BULK_FILTERS, PATH_PARAMETERS
 from weft_serverless.aws.schemas import MAX_BYTES, documented
 from weft_serverless.aws.validation import check_value
-from weft_serverless.engine.bulk_request import filter_names
+from weft_serverless.engine.bulk.request import filter_names
 from weft_serverless.identifiers import NON_PRINTABLE, is_printable
 from weft_serverless.search_attributes import check_tags
 from weft_serverless.time_values import MAX_DURATION, MAX_INSTANT, parse_duration, parse_instant

@@ -22,7 +22,7 @@ from engine_helpers import (
 )
 
 from weft_serverless import RetryPolicy, WorkflowDefinition, workflow
-from weft_serverless.engine.records import ATTEMPT_HISTORY
+from weft_serverless.engine.persistence.records import ATTEMPT_HISTORY
 from weft_serverless.storage import keys
 from weft_serverless.testing import CrashingStorage, SimulatedCrash, TestEngine
 

@@ -25,9 +25,9 @@ from fault_support import FlakyStorage, step_commit
 
 from weft_serverless import Engine, RetryPolicy, current_activity, workflow
 from weft_serverless.codec import encode
-from weft_serverless.engine.records import RUNNING, WorkflowState
+from weft_serverless.engine.persistence.records import RUNNING, WorkflowState
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
-from weft_serverless.engine.wakeups import WAKE_GRACE
 from weft_serverless.errors import InvalidArgumentError, StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Op, Put

@@ -17,8 +17,8 @@ import pytest
 
 from weft_serverless import MemoryStorage, RetryPolicy, workflow
 from weft_serverless.codec import decode
-from weft_serverless.engine import timers as steps
-from weft_serverless.engine.records import History, load_history
+from weft_serverless.engine.persistence import timers as steps
+from weft_serverless.engine.persistence.records import History, load_history
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.testing import TestEngine

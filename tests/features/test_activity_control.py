@@ -31,7 +31,7 @@ from weft_serverless import (
 from weft_serverless.activity import MAX_HEARTBEAT_BYTES
 from weft_serverless.codec import decode
 from weft_serverless.engine.inspection import inspect_workflow, read_owner
-from weft_serverless.engine.outcomes import error_from_record
+from weft_serverless.engine.persistence.outcomes import error_from_record
 from weft_serverless.engine.steps.heartbeats import STORE_EVERY
 from weft_serverless.storage import keys
 from weft_serverless.testing import TestEngine

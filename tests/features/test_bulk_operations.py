@@ -36,9 +36,10 @@ from weft_serverless import (
     WorkflowDefinition,
     workflow,
 )
-from weft_serverless.engine import bulk, bulk_request
-from weft_serverless.engine.bulk import GRACE
-from weft_serverless.engine.bulk_request import TOKEN_TTL
+from weft_serverless.engine.bulk import operation as bulk
+from weft_serverless.engine.bulk import request as bulk_request
+from weft_serverless.engine.bulk.operation import GRACE
+from weft_serverless.engine.bulk.request import TOKEN_TTL
 from weft_serverless.testing import TestEngine
 
 

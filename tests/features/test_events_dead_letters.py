@@ -16,7 +16,7 @@ from test_events_outbox_kinds import Received
 
 from weft_serverless import EventBridgeSink, RetryPolicy, workflow
 from weft_serverless.aws.metrics import InvocationMetrics, Snapshot
-from weft_serverless.engine.outbox import MAX_PUBLISH_TRIES
+from weft_serverless.engine.runs.outbox import MAX_PUBLISH_TRIES
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 

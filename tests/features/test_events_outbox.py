@@ -22,7 +22,7 @@ from dynamodb_support import moto_environment
 from feature_support import Opener, crashable_engine, expect_crash, make_engine, recover_fresh
 
 from weft_serverless import ConfigurationError, Engine, EventBridgeSink, RetryPolicy, workflow
-from weft_serverless.engine import outbox
+from weft_serverless.engine.runs import outbox
 from weft_serverless.errors import EngineLeaseLostError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage

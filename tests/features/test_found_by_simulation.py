@@ -23,7 +23,7 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.codec import decode
-from weft_serverless.engine import control
+from weft_serverless.engine.runs import control
 from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, SortRange

@@ -41,7 +41,7 @@ from weft_serverless import (
     WorkflowTimedOutError,
     workflow,
 )
-from weft_serverless.engine.records import WorkflowState
+from weft_serverless.engine.persistence.records import WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.testing import TestEngine
 

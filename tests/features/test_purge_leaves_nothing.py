@@ -13,7 +13,7 @@ import pytest
 from feature_support import Opener, make_engine
 
 from weft_serverless import RetryPolicy, workflow
-from weft_serverless.engine import bulk
+from weft_serverless.engine.bulk import operation as bulk
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.storage.memory import MemoryStorage

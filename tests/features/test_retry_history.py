@@ -13,7 +13,7 @@ from feature_support import Opener, make_engine
 
 from weft_serverless import RetryPolicy, inspect_workflow, workflow
 from weft_serverless.console.timeline import read_run
-from weft_serverless.engine.tracebacks import MAX_TRACEBACK_BYTES, bounded
+from weft_serverless.engine.persistence.tracebacks import MAX_TRACEBACK_BYTES, bounded
 from weft_serverless.storage import keys
 from weft_serverless.testing import DEFAULT_START, TestEngine
 

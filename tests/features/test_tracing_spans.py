@@ -213,7 +213,7 @@ def test_without_a_tracer_no_tracing_library_is_imported() -> None:
         "assert TestEngine(flows).start('e', 1).result() == [1, 1]\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('opentelemetry', 'aws_xray_sdk', 'aws_lambda_powertools') "
-        "or m == 'weft_serverless.engine.tracing'))\n"
+        "or m == 'weft_serverless.engine.process.tracing'))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True

@@ -10,7 +10,7 @@ import pytest
 from feature_support import T0, Opener, make_engine
 from visibility_support import WORKFLOWS, assert_index_matches_state, index_items
 
-from weft_serverless.engine import listing
+from weft_serverless.engine.visibility import listing
 from weft_serverless.testing import TestEngine
 
 UTC = datetime.UTC

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import Sampler
 
-from weft_serverless.engine.records import load_history
+from weft_serverless.engine.persistence.records import load_history
 from weft_serverless.storage.base import Storage
 
 

@@ -7,8 +7,8 @@ from collections.abc import Generator
 from typing import Any
 
 from weft_serverless import ChildWorkflowFailedError, WorkflowContext, workflow
-from weft_serverless.engine import visibility
-from weft_serverless.engine.records import STATUSES, WorkflowState
+from weft_serverless.engine.persistence import index_entries as visibility
+from weft_serverless.engine.persistence.records import STATUSES, WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Storage
 

@@ -23,7 +23,7 @@ from typing import Any
 from weft_serverless import Engine, WorkflowDefinition
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
-from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, TOMBSTONE, Head
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Condition,

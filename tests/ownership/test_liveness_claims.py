@@ -29,9 +29,9 @@ from ownership_support import (
 from weft_serverless import RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.ownership import pack_epoch, unpack_epoch
-from weft_serverless.engine.records import RUNNING, WorkflowState
-from weft_serverless.engine.run_head import Head
-from weft_serverless.engine.wakeups import WAKE_GRACE
+from weft_serverless.engine.persistence.records import RUNNING, WorkflowState
+from weft_serverless.engine.persistence.run_head import Head
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage

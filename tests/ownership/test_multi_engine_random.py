@@ -56,7 +56,7 @@ from ownership_support import (
 from weft_serverless import Engine, WorkflowDefinition, workflow
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
-from weft_serverless.engine.run_head import Head
+from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import WorkflowClaimUnavailableError, WorkflowNotRunningError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put, Storage

@@ -31,8 +31,8 @@ from weft_serverless import Engine, RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.inspection import read_history
 from weft_serverless.engine.ownership import HEAD_LAYOUT
-from weft_serverless.engine.records import load_history
-from weft_serverless.engine.run_head import FENCE_EPOCH, REFERENCE, TOMBSTONE, Head
+from weft_serverless.engine.persistence.records import load_history
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, REFERENCE, TOMBSTONE, Head
 from weft_serverless.errors import WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage

@@ -42,7 +42,7 @@ from ownership_support import (
 from weft_serverless import Engine, workflow
 from weft_serverless.codec import encode
 from weft_serverless.engine.ownership import pack_epoch
-from weft_serverless.engine.run_head import Head
+from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put, SortRange, Storage

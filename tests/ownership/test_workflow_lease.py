@@ -55,7 +55,7 @@ from weft_serverless import (
 )
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import EngineDeposedError, pack_epoch
-from weft_serverless.engine.run_head import Head
+from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import (
     StorageUnavailableError,
     WorkflowClaimLost,

@@ -7,7 +7,9 @@
   package and the operator read model; they never decode storage (``storage.keys``,
   ``codec``) or reach into engine internals.
 - Only the ownership package tests which ownership mode is in force.
-- Modules stay small enough to read in one sitting.
+- The engine's parts (its subpackages and the modules flat in ``engine/``) are layers: no
+  import loop runs between them either, so each part reads from those below it only
+  (ADR 0049; ``docs/architecture.md`` draws the layers).
 
 Every failure names the cycle path or the offending file and line.
 """
@@ -43,9 +45,7 @@ ALLOWED_IN_UPPER_LAYERS = frozenset({"weft_serverless.engine.inspection"})
 OWNERSHIP_PACKAGE = "engine/ownership/"
 """The only place that may compare an ownership ``mode``."""
 
-MAX_MODULE_LINES = 400
-MAX_FACADE_LINES = 250
-FACADE = "engine/engine.py"
+ENGINE = f"{PACKAGE}.engine"
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +291,7 @@ def mode_comparisons(path: Path) -> list[int]:
 def test_partition_reads_name_key_families_by_the_keys_constants() -> None:
     """``load_history`` sorts a partition's records by family; spelling a family as a
     literal (``family == "op"``) drifts from ``storage/keys.py`` unseen."""
-    path = PACKAGE_DIR / "engine" / "records.py"
+    path = PACKAGE_DIR / "engine" / "persistence" / "records.py"
     tree = ast.parse(path.read_text(), str(path))
     lines = sorted({node.lineno for node in ast.walk(tree) if _spells_a_family(node)})
     where = path.relative_to(PACKAGE_DIR.parent)
@@ -315,14 +315,38 @@ def _is_text(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
-def test_modules_stay_small() -> None:
-    too_long = []
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        lines = len(path.read_text().splitlines())
-        limit = MAX_FACADE_LINES - 1 if _relative(path) == FACADE else MAX_MODULE_LINES
-        if lines > limit:
-            too_long.append(f"{path.relative_to(PACKAGE_DIR.parent)}: {lines} lines (max {limit})")
-    assert not too_long, "modules over their size limit:\n" + "\n".join(too_long)
+def engine_part(module: str) -> str | None:
+    """The engine part a module belongs to: its subpackage (``engine.runs``), or itself when it
+    sits flat in ``engine/``; ``None`` outside the engine or for the engine package itself."""
+    if not module.startswith(ENGINE + "."):
+        return None
+    return ".".join(module.split(".")[:3])
+
+
+def part_graph(graph: Mapping[str, list[ImportSite]]) -> dict[str, list[ImportSite]]:
+    """The import graph between engine parts: an arrow for each import that crosses parts."""
+    parts: dict[str, list[ImportSite]] = {}
+    for name, sites in graph.items():
+        source = engine_part(name)
+        if source is None:
+            continue
+        arrows = parts.setdefault(source, [])
+        for site in sites:
+            target = engine_part(site.target)
+            if target is not None and target != source:
+                arrows.append(ImportSite(target, site.path, site.line))
+    return parts
+
+
+def test_the_engine_parts_are_layers_without_a_loop() -> None:
+    """A loop between two parts (``runs`` importing ``steps`` and ``steps`` importing
+    ``runs``) means a concept sits in the wrong part, even when no module loop exists."""
+    graph = part_graph(import_graph(PACKAGE_DIR, PACKAGE))
+    loops = cycles(graph)
+    assert not loops, f"{len(loops)} loop(s) between engine parts:\n" + "\n".join(
+        describe_loop(graph, group) for group in loops
+    )
+    assert len(graph) > 10  # the grouping is seen: subpackages and flat modules alike
 
 
 # -- the checker itself, on small packages whose answers are known ---------------------------
@@ -344,6 +368,19 @@ def _cycle_names(root: Path) -> list[list[str]]:
         for group in cycles(graph)
         for path in cycle_paths(graph, group)
     ]
+
+
+def test_part_graph_finds_a_loop_between_parts_that_no_module_loop_shows() -> None:
+    a = ImportSite(f"{ENGINE}.runs.start", PACKAGE_DIR / "x.py", 1)
+    b = ImportSite(f"{ENGINE}.steps.attempt", PACKAGE_DIR / "y.py", 2)
+    graph = {
+        f"{ENGINE}.steps.children": [a],  # steps -> runs
+        f"{ENGINE}.runs.teardown": [b],  # runs -> steps: no module loop
+        f"{ENGINE}.runs.start": [],
+        f"{ENGINE}.steps.attempt": [],
+    }
+    assert not cycles(graph)
+    assert cycles(part_graph(graph)) == [{f"{ENGINE}.runs", f"{ENGINE}.steps"}]
 
 
 def test_checker_counts_type_checking_and_function_local_imports(tmp_path: Path) -> None:

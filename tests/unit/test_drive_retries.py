@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from weft_serverless.engine.commit import LostCommit
-from weft_serverless.engine.drive import LOST_COMMIT_RETRIES, KeptLosing, retry_lost_commits
+from weft_serverless.engine.drive.guarded import LOST_COMMIT_RETRIES, KeptLosing, retry_lost_commits
+from weft_serverless.engine.runs.commit import LostCommit
 
 
 def test_a_lost_commit_is_retried_as_a_retry_until_it_lands() -> None:

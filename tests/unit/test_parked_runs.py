@@ -10,7 +10,7 @@ import pytest
 from weft_serverless import workflow
 from weft_serverless.commands import Sleep
 from weft_serverless.context import WorkflowContext
-from weft_serverless.engine.parked_runs import ParkedRun, ParkedRuns
+from weft_serverless.engine.process.parked_runs import ParkedRun, ParkedRuns
 
 DEFINITION = workflow("noop").execute(lambda ctx, _: (yield ctx.sleep(1)))
 

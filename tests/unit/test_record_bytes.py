@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.engine.stored_records import (
+from weft_serverless.engine.persistence.stored_records import (
     AttemptRecord,
     OpRecord,
     PendingRecord,

@@ -6,7 +6,7 @@ import copy
 import pickle
 import random
 
-from weft_serverless.engine.slot_table import SlotTable, scopes
+from weft_serverless.engine.persistence.slot_table import SlotTable, scopes
 
 KEYS = ["0001", "0002", "0002.0000", "0002.0001", "0002.0001.0003", "0002.0001@2", "0002@1"]
 

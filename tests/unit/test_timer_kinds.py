@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from weft_serverless.codec import decode
-from weft_serverless.engine import timers
+from weft_serverless.engine.persistence import timers
 from weft_serverless.storage import keys
 
 # Stored name and tag of every kind, as records written by earlier versions spell them.

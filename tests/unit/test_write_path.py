@@ -1,6 +1,6 @@
 """The engine writes to storage in two places only, checked from the source with ``ast``.
 
-``engine/commit.py`` owns every write the engine makes (the fence it carries, whether it is a
+``engine/runs/commit.py`` owns every write the engine makes (the fence it carries, whether it is a
 conditional or a plain batch, chunks within the batch limit); ``engine/ownership/base.py``
 holds ``OwnerHost.write``, through which the ownership modes write their own records (those
 writes are the fence itself). Code elsewhere that called the storage's writes directly would
@@ -16,7 +16,7 @@ import weft_serverless
 
 PACKAGE_DIR = Path(weft_serverless.__file__).resolve().parent
 WRITES = frozenset({"batch", "conditional_batch", "put", "delete", "delete_many"})
-WRITERS = frozenset({"engine/commit.py", "engine/ownership/base.py"})
+WRITERS = frozenset({"engine/runs/commit.py", "engine/ownership/base.py"})
 """Modules of the engine allowed to call a storage write (besides the storage and the test
 harness, which wrap storages)."""
 OUTSIDE = ("storage/", "testing/")

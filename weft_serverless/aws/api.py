@@ -22,17 +22,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from weft_serverless import Engine
-
-from . import calls
-from .caller import caller_of
-from .context import LambdaContext
-from .logs import get_logger
-from .responses import ApiError, error_of, to_json
-from .route_types import MAX_BODY_BYTES, MAX_CORRELATION_ID, Route
-from .routes import ROUTES
-from .runtime import get_engine, seconds_from_env
-from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
-from .validation import read_body
+from weft_serverless.aws import calls
+from weft_serverless.aws.caller import caller_of
+from weft_serverless.aws.context import LambdaContext
+from weft_serverless.aws.logs import get_logger
+from weft_serverless.aws.responses import ApiError, error_of, to_json
+from weft_serverless.aws.route_types import MAX_BODY_BYTES, MAX_CORRELATION_ID, Route
+from weft_serverless.aws.routes import ROUTES
+from weft_serverless.aws.runtime import get_engine, seconds_from_env
+from weft_serverless.aws.scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
+from weft_serverless.aws.validation import read_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import Response

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless import BulkOperation, BulkPreview
-
-from .operations import Reply, Request
-from .responses import bad_request
-from .route_types import BULK_FILTERS
+from weft_serverless.aws.operations import Reply, Request
+from weft_serverless.aws.responses import bad_request
+from weft_serverless.aws.route_types import BULK_FILTERS
 
 
 def bulk_json(result: BulkPreview | BulkOperation) -> dict[str, Any]:

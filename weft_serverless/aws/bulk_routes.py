@@ -3,8 +3,8 @@ route table."""
 
 from __future__ import annotations
 
-from .route_types import Field, Route, bulk_fields
-from .schemas import ANY, NAME
+from weft_serverless.aws.route_types import Field, Route, bulk_fields
+from weft_serverless.aws.schemas import ANY, NAME
 
 BULK_ROUTES: tuple[Route, ...] = (
     *(

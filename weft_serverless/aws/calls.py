@@ -23,12 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from weft_serverless import Engine
-
-from . import bulk_operations, operations, schedule_operations
-from .operations import Reply, Request, Scope
-from .route_types import Route
-from .routes import ROUTES
-from .validation import check_body, check_path_param, parse_query
+from weft_serverless.aws import bulk_operations, operations, schedule_operations
+from weft_serverless.aws.operations import Reply, Request, Scope
+from weft_serverless.aws.route_types import Route
+from weft_serverless.aws.routes import ROUTES
+from weft_serverless.aws.validation import check_body, check_path_param, parse_query
 
 ROUTE_OF: dict[str, Route] = {route.operation: route for route in ROUTES}
 """Each route by its operation name (``start_workflow``, ``retry_workflow``, ...)."""

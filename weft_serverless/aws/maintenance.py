@@ -14,11 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 from weft_serverless import Engine, MaintenanceReport
-
-from .context import LambdaContext
-from .logs import get_logger
-from .runtime import get_engine, seconds_from_env
-from .scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
+from weft_serverless.aws.context import LambdaContext
+from weft_serverless.aws.logs import get_logger
+from weft_serverless.aws.runtime import get_engine, seconds_from_env
+from weft_serverless.aws.scope import DEFAULT_STEP_RESERVE, Invocation, lambda_invocation
 
 TICK_ENV = "WEFT_MAINTENANCE_TICK_SECONDS"
 MARGIN_ENV = "WEFT_MAINTENANCE_MARGIN_SECONDS"

@@ -12,11 +12,10 @@ import json
 from typing import Any
 
 from weft_serverless import WORKFLOW_STATUSES, __version__
-
-from .openapi_operations import operation
-from .route_types import MAX_CORRELATION_ID
-from .routes import ROUTES
-from .schemas import ANY, Schema
+from weft_serverless.aws.openapi_operations import operation
+from weft_serverless.aws.route_types import MAX_CORRELATION_ID
+from weft_serverless.aws.routes import ROUTES
+from weft_serverless.aws.schemas import ANY, Schema
 
 
 def _obj(properties: dict[str, Schema], required: list[str] | None = None) -> Schema:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .route_types import Route
-from .routes import ROUTES
+from weft_serverless.aws.route_types import Route
+from weft_serverless.aws.routes import ROUTES
 
 SOURCES: dict[str, tuple[str, str]] = {
     "start_workflow": ("workflow_id", "$response.body#/id"),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .openapi_links import links_of
-from .route_types import PATH_PARAMETERS, Route
-from .schemas import Schema, documented
+from weft_serverless.aws.openapi_links import links_of
+from weft_serverless.aws.route_types import PATH_PARAMETERS, Route
+from weft_serverless.aws.schemas import Schema, documented
 
 STATUS_TEXT = {
     200: "OK",

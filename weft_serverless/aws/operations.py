@@ -21,8 +21,7 @@ from weft_serverless import (
     WorkflowNotRunningError,
     waiting_for,
 )
-
-from .responses import bad_request
+from weft_serverless.aws.responses import bad_request
 
 Reply = tuple[int, Any]
 POLL_SECONDS = 0.25

@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass
 
 from weft_serverless import WORKFLOW_STATUSES as STATUSES
-
-from .schemas import (
+from weft_serverless.aws.schemas import (
     DOCUMENT_ONLY,
     EPOCH,
     ID,

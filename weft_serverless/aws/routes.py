@@ -9,11 +9,10 @@ refused with a 400 naming the field, before the engine sees it.
 from __future__ import annotations
 
 from weft_serverless import WORKFLOW_STATUSES as STATUSES
-
-from .bulk_routes import BULK_ROUTES
-from .route_types import _FILTERS, _NAME_ERRORS, _WAIT, Field, Route
-from .schedule_routes import SCHEDULE_ROUTES
-from .schemas import ANY, DEDUP_ID, ID, INSTANT, NAME, TAGS, duration, text
+from weft_serverless.aws.bulk_routes import BULK_ROUTES
+from weft_serverless.aws.route_types import _FILTERS, _NAME_ERRORS, _WAIT, Field, Route
+from weft_serverless.aws.schedule_routes import SCHEDULE_ROUTES
+from weft_serverless.aws.schemas import ANY, DEDUP_ID, ID, INSTANT, NAME, TAGS, duration, text
 
 ROUTES: tuple[Route, ...] = (
     Route(

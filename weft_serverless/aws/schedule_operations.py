@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from weft_serverless import ScheduleDescription
-
-from .operations import Reply, Request, _instant
+from weft_serverless.aws.operations import Reply, Request, _instant
 
 
 def schedule_json(description: ScheduleDescription) -> dict[str, Any]:

@@ -3,8 +3,8 @@ backfill): part of the one route table."""
 
 from __future__ import annotations
 
-from .route_types import OVERLAPS, Field, Route
-from .schemas import ANY, INSTANT, NAME, SCHEDULE_ID, duration
+from weft_serverless.aws.route_types import OVERLAPS, Field, Route
+from weft_serverless.aws.schemas import ANY, INSTANT, NAME, SCHEDULE_ID, duration
 
 SCHEDULE_ROUTES: tuple[Route, ...] = (
     Route(

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless import Engine
-
-from .context import LambdaContext
-from .logs import get_logger
-from .metrics import InvocationMetrics, Snapshot, flush
+from weft_serverless.aws.context import LambdaContext
+from weft_serverless.aws.logs import get_logger
+from weft_serverless.aws.metrics import InvocationMetrics, Snapshot, flush
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger

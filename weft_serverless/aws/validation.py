@@ -16,12 +16,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from weft_serverless.aws.responses import ApiError, bad_request
+from weft_serverless.aws.route_types import MAX_BODY_BYTES, PATH_PARAMETERS, Field, Route
+from weft_serverless.aws.schemas import Schema, check_text_bytes
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.identifiers import PRINTABLE_PATTERN, is_printable
-
-from .responses import ApiError, bad_request
-from .route_types import MAX_BODY_BYTES, PATH_PARAMETERS, Field, Route
-from .schemas import Schema, check_text_bytes
 
 
 def parse_body(

@@ -15,8 +15,7 @@ from typing import Any
 
 from weft_serverless.aws.calls import call
 from weft_serverless.aws.responses import error_of
-
-from .state import current_console
+from weft_serverless.console.state import current_console
 
 CALLER = "weft-console"
 """Who bulk audit records name as the caller of a console action."""

@@ -14,10 +14,9 @@ from typing import Any
 from flask import Flask, Response, redirect, request, url_for
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from weft_serverless.console import formatting, run_page, runs_page, schedules_page, start_form
+from weft_serverless.console.state import CONSOLE_KEY, Console, current_console
 from weft_serverless.loopback import host_name
-
-from . import formatting, run_page, runs_page, schedules_page, start_form
-from .state import CONSOLE_KEY, Console, current_console
 
 __all__ = ["Console", "create_app"]
 

@@ -71,7 +71,7 @@ def is_long(value: Any) -> bool:
 def relative_to_engine(epoch: float | None, now: float | None = None) -> str:
     """``relative`` against the console's engine clock: the time its runs are stamped with
     (the wall clock, unless the engine was given another, as tests give a virtual one)."""
-    from .state import current_console
+    from weft_serverless.console.state import current_console
 
     return relative(epoch, current_console().engine.runtime.now() if now is None else now)
 

@@ -31,12 +31,11 @@ from weft_serverless import (
     waiting_for,
 )
 from weft_serverless.aws.responses import bad_request
-
-from . import actions, formatting
-from .actions import Outcome
-from .run_actions import Panel, panel_of, signal_warning
-from .state import current_console
-from .timeline import RunView, read_run
+from weft_serverless.console import actions, formatting
+from weft_serverless.console.actions import Outcome
+from weft_serverless.console.run_actions import Panel, panel_of, signal_warning
+from weft_serverless.console.state import current_console
+from weft_serverless.console.timeline import RunView, read_run
 
 blueprint = Blueprint("run", __name__, url_prefix="/runs")
 

@@ -16,9 +16,8 @@ from flask import Blueprint, render_template, request
 
 from weft_serverless import WORKFLOW_STATUSES
 from weft_serverless.aws.responses import ApiError
-
-from . import actions, run_filters
-from .run_filters import RunFilters
+from weft_serverless.console import actions, run_filters
+from weft_serverless.console.run_filters import RunFilters
 
 blueprint = Blueprint("runs", __name__)
 

@@ -20,10 +20,9 @@ from flask import Blueprint, Response, render_template, request, url_for
 
 from weft_serverless.aws.responses import ApiError, bad_request
 from weft_serverless.aws.route_types import OVERLAPS
-
-from . import actions
-from .actions import Outcome
-from .run_filters import epoch_seconds
+from weft_serverless.console import actions
+from weft_serverless.console.actions import Outcome
+from weft_serverless.console.run_filters import epoch_seconds
 
 blueprint = Blueprint("schedules", __name__, url_prefix="/schedules")
 

@@ -14,8 +14,7 @@ from typing import Any
 from flask import Blueprint, Response, render_template, request, url_for
 
 from weft_serverless.aws.responses import bad_request
-
-from . import actions
+from weft_serverless.console import actions
 
 blueprint = Blueprint("start", __name__)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 
-from .dispatch import Dispatcher
-from .maintenance import run_maintenance
-from .runtime import Budget, Runtime, logger
+from weft_serverless.engine.drive.dispatch import Dispatcher
+from weft_serverless.engine.maintenance import run_maintenance
+from weft_serverless.engine.runtime import Budget, Runtime, logger
 
 POLL_INTERVAL = 1.0
 

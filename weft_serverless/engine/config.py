@@ -16,6 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from weft_serverless.engine.ownership import Timing
+from weft_serverless.engine.persistence.records import STATUSES, TERMINAL
+from weft_serverless.engine.process.activity_threads import MAX_PARALLEL_LIMIT
+from weft_serverless.engine.process.services import ServiceFactory
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError, MissingServiceError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.identifiers import (
@@ -29,13 +33,8 @@ from weft_serverless.identifiers import (
 from weft_serverless.time_values import Duration, parse_duration, parse_instant
 from weft_serverless.workflow import WorkflowDefinition
 
-from .activity_threads import MAX_PARALLEL_LIMIT
-from .ownership import Timing
-from .records import STATUSES, TERMINAL
-from .services import ServiceFactory
-
 if TYPE_CHECKING:
-    from .tracing import Tracing
+    from weft_serverless.engine.process.tracing import Tracing
 
 __all__ = [
     "DEFAULT_MAX_CLOCK_SKEW",
@@ -120,7 +119,7 @@ def check_tracer(tracer: object) -> Tracing | None:
     tracing library, is imported only when one is given."""
     if tracer is None:
         return None
-    from .tracing import adapt
+    from weft_serverless.engine.process.tracing import adapt
 
     return adapt(tracer)
 

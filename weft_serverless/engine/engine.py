@@ -17,31 +17,38 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from weft_serverless.engine import config, handle
+from weft_serverless.engine.bulk import request
+from weft_serverless.engine.bulk.operation import BulkOperation
+from weft_serverless.engine.bulk.request import BulkPreview
+from weft_serverless.engine.config import Duration, check_id
+from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
+from weft_serverless.engine.invocation import invocation_scope
+from weft_serverless.engine.maintenance import MaintenanceReport
+from weft_serverless.engine.ownership import Mode, Timing, mode_factory
+from weft_serverless.engine.parts.async_activities import AsyncActivities
+from weft_serverless.engine.parts.bulk import DEFAULT_PAGE, BulkActions
+from weft_serverless.engine.parts.interactions import Interactions
+from weft_serverless.engine.parts.run_control import RunControl
+from weft_serverless.engine.parts.run_search import RunSearch, Time
+from weft_serverless.engine.parts.schedules import Schedules
+from weft_serverless.engine.parts.starts import Starts
+from weft_serverless.engine.process.activity_threads import DEFAULT_MAX_PARALLEL
+from weft_serverless.engine.runs import event_log
+from weft_serverless.engine.runtime import (
+    MAX_TIMERS_PER_PASS,
+    BackgroundTasks,
+    Runtime,
+    assemble,
+    wall_clock,
+)
+from weft_serverless.engine.schedules.handle import ScheduleHandle
+from weft_serverless.engine.schedules.manage import ScheduleDescription
+from weft_serverless.engine.schedules.spec import DEFAULT_CATCHUP_WINDOW
+from weft_serverless.engine.session import Session
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
-
-from . import bulk_request, config, event_log, handle
-from .activity_moves import AsyncActivities
-from .activity_threads import DEFAULT_MAX_PARALLEL
-from .bulk import BulkOperation
-from .bulk_moves import DEFAULT_PAGE, BulkActions
-from .bulk_request import BulkPreview
-from .config import Duration, check_id
-from .handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
-from .interaction_moves import Interactions
-from .invocation import invocation_scope
-from .maintenance import MaintenanceReport
-from .operator_moves import RunControl
-from .ownership import Mode, Timing, mode_factory
-from .runtime import MAX_TIMERS_PER_PASS, BackgroundTasks, Runtime, assemble, wall_clock
-from .schedule_moves import Schedules
-from .schedules.handle import ScheduleHandle
-from .schedules.manage import ScheduleDescription
-from .schedules.spec import DEFAULT_CATCHUP_WINDOW
-from .session import Session
-from .starts import Starts
-from .visibility_moves import RunSearch, Time
 
 
 class Engine:
@@ -316,7 +323,7 @@ class Engine:
     ) -> BulkPreview | BulkOperation:
         """Cancel every run the filters match (dry run first; see docs/api.md)."""
         return self._bulk.start(
-            bulk_request.CANCEL, filters, dry_run, confirm, reason, actor, caller, page_size
+            request.CANCEL, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
     def signal_all(
@@ -334,7 +341,7 @@ class Engine:
     ) -> BulkPreview | BulkOperation:
         """Signal every run the filters match, once each (``signal_id`` ``bulk-<id>``)."""
         return self._bulk.start(
-            bulk_request.SIGNAL,
+            request.SIGNAL,
             filters,
             dry_run,
             confirm,
@@ -359,7 +366,7 @@ class Engine:
     ) -> BulkPreview | BulkOperation:
         """Retry every failed run the filters match (``status`` is ``failed``)."""
         return self._bulk.start(
-            bulk_request.RETRY, filters, dry_run, confirm, reason, actor, caller, page_size
+            request.RETRY, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
     def resume_bulk(self, operation_id: str) -> BulkOperation:

@@ -8,18 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import (
-    WeftError,
-    WorkflowCancelledError,
-    WorkflowFailedError,
-    WorkflowNotFoundError,
-    WorkflowTimedOutError,
-)
-from weft_serverless.storage import keys
-
-from . import concurrency, finalizers
-from .attempt_history import failed_attempts
-from .records import (
+from weft_serverless.engine.persistence.records import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -28,7 +17,17 @@ from .records import (
     WorkflowState,
     load_history,
 )
-from .runtime import Runtime
+from weft_serverless.engine.persistence.retry_history import failed_attempts
+from weft_serverless.engine.runs import concurrency, finalizers
+from weft_serverless.engine.runtime import Runtime
+from weft_serverless.errors import (
+    WeftError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowNotFoundError,
+    WorkflowTimedOutError,
+)
+from weft_serverless.storage import keys
 
 
 @dataclass(frozen=True, slots=True)

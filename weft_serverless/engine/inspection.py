@@ -19,23 +19,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weft_serverless.codec import decode, jsonable
+from weft_serverless.engine.ownership.base import marker_mode
+from weft_serverless.engine.persistence import retry_history
+from weft_serverless.engine.persistence.records import History, load_history
+from weft_serverless.engine.persistence.retry_history import failed_attempts
+from weft_serverless.engine.persistence.run_head import Head
+from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 
-from . import attempt_history
-from .attempt_history import failed_attempts
-from .ownership.base import marker_mode
-from .records import History, load_history
-from .run_head import Head
-from .stored_records import OpRecord
-
 if TYPE_CHECKING:
+    from weft_serverless.engine.engine import Engine
+    from weft_serverless.engine.handle import WorkflowDescription
+    from weft_serverless.engine.ownership import Mode
     from weft_serverless.storage.base import Storage
     from weft_serverless.workflow import WorkflowDefinition
-
-    from .engine import Engine
-    from .handle import WorkflowDescription
-    from .ownership import Mode
 
 TIMER_KINDS: Mapping[str, str] = {
     "s": "sleep",
@@ -232,9 +230,9 @@ def read_only_engine(
 
     ``workflows`` are needed only to answer queries, which replay a run's code in memory.
     """
-    from .engine import Engine
-    from .ownership import ReadOnly
-    from .runtime import assemble
+    from weft_serverless.engine.engine import Engine
+    from weft_serverless.engine.ownership import ReadOnly
+    from weft_serverless.engine.runtime import assemble
 
     return Engine(assemble(storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id))
 
@@ -270,12 +268,12 @@ def timeline(history: History) -> list[TimelineStep]:
             step.timer = timer_kind(str(pending.timer[1]).rsplit("#", 1)[-1])
             step.detail = step.timer
         steps[slot] = step
-    for slot, operation, status, failed, due, detail in attempt_history.unfinished(history):
+    for slot, operation, status, failed, due, detail in retry_history.unfinished(history):
         if slot not in steps:
             label = keys.describe_slot(slot)
             steps[slot] = TimelineStep(slot, label, operation, status, failed, due, detail)
     for slot, step in steps.items():
-        step.retried_at = attempt_history.retried_at(history, slot)
+        step.retried_at = retry_history.retried_at(history, slot)
     _add_heartbeats(steps, history)
     for step in steps.values():
         if step.status in ("waiting", "retrying", "running"):
@@ -391,7 +389,7 @@ def _committed(slot: str, record: OpRecord, history: History, label: str) -> Tim
         step.detail = f"branch {int(record.index or 0) + 1} won"
     elif failed_attempts:
         step.detail = f"{max(failed_before, (attempts or 1) - 1)} failed attempt(s) before"
-    step.detail = attempt_history.with_retry_note(history, slot, step.detail)
+    step.detail = retry_history.with_retry_note(history, slot, step.detail)
     if step.due_at is not None and not step.detail:
         step.detail = "timer fired"
     return step

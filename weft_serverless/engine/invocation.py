@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .background import Heartbeat
-from .runtime import Runtime
+from weft_serverless.engine.background import Heartbeat
+from weft_serverless.engine.runtime import Runtime
 
 
 @contextmanager

@@ -28,19 +28,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode_record
+from weft_serverless.engine import teardown
+from weft_serverless.engine.bulk import operation as bulk
+from weft_serverless.engine.drive.dispatch import Dispatcher
+from weft_serverless.engine.drive.run_loop import BUSY, COLLECT, DEPOSED, RETAIN
+from weft_serverless.engine.persistence.stored_records import TimerRecord
+from weft_serverless.engine.persistence.timers import firing_order, timer_value
+from weft_serverless.engine.process.telemetry import skip_unsupported
+from weft_serverless.engine.runs import admission, control, outbox, retention
+from weft_serverless.engine.runs.commit import delete_fenced, write_moves
+from weft_serverless.engine.runtime import Budget, Runtime, logger
+from weft_serverless.engine.schedules import firing as schedule_firing
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Put
-
-from . import admission, bulk, control, outbox, retention, teardown
-from .commit import delete_fenced, write_moves
-from .dispatch import Dispatcher
-from .driver import BUSY, COLLECT, DEPOSED, RETAIN
-from .runtime import Budget, Runtime, logger
-from .schedules import firing as schedule_firing
-from .stored_records import TimerRecord
-from .telemetry import skip_unsupported
-from .timers import firing_order, timer_value
 
 PROBE_TIMERS = 16
 """Timers the first read of a shard asks for. A strongly consistent Query is billed per 4 KB

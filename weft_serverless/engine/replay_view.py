@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from weft_serverless.codec import decode
 from weft_serverless.commands import All, Command, Race, Run, StartChild, WaitForSignal
+from weft_serverless.engine.drive.replay import replay
+from weft_serverless.engine.persistence.records import RUNNING, SUSPENDED, History, load_history
 from weft_serverless.errors import WorkflowNotFoundError
 from weft_serverless.storage import keys
 
-from .records import RUNNING, SUSPENDED, History, load_history
-from .replay import replay
-
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .runtime import Runtime
+    from weft_serverless.engine.engine import Engine
+    from weft_serverless.engine.runtime import Runtime
 
 PARKED = (RUNNING, SUSPENDED)
 """Statuses at which a run stands parked in its code (a pending run has not started yet)."""

@@ -3,17 +3,25 @@
 The ``Engine`` facade holds one ``Runtime`` and hands it to single-concern functions
 (start, drive, commit, maintenance), the way a thin facade should.
 
-``Runtime`` is immutable once built (``assemble``). What changes while the engine runs is
-held by small objects with one writer each, so who changes what is visible in one place:
+``Runtime`` is a frozen dataclass built once (``assemble``): no field is ever rebound. Its
+settings (storage, clock, registry, limits, the ownership mode, the event sink, the tracer)
+never change; what changes while the engine runs lives in holder objects it points at, each
+with one writer, so who changes what is visible in one place:
 
-- ``EngineTime``: engine time; only the maintenance pass moves its floor on.
-- ``InvocationBudget``: time left in a serverless invocation; only the invocation scope
-  sets it, and restores it on exit.
-- ``ClosedRuns``: runs that ended leaving children to close; ``transitions`` notifies it,
-  the facade drains it.
-- ``Shutdown``: whether the engine is closed; set by the facade's ``close`` and by a mode
-  that lost its store-wide fence.
-- ``Budget``: a maintenance pass's wall-clock allowance, one per pass.
+- ``time`` (``EngineTime``): engine time; only the maintenance pass moves its floor on.
+- ``invocation`` (``InvocationBudget``): time left in a serverless invocation; only the
+  invocation scope sets it, and restores it on exit.
+- ``closed_runs`` and ``teardowns`` (``ClosedRuns``): runs that ended leaving children to
+  close, and runs given a teardown; ``transitions`` notifies them, the session drains them.
+- ``freed_gates`` (``FreedGates``): concurrency keys a terminal commit freed a slot of.
+- ``shutdown`` (``Shutdown``): whether the engine is closed; set by the facade's ``close``
+  and by a mode that lost its store-wide fence.
+- ``terminal_changed``: the condition ``result()`` waiters sleep on in automatic mode.
+- ``parked`` (``ParkedRuns``), ``activity_threads``, ``attempts`` (``RunningAttempts``),
+  ``services``, ``metrics``: what this process keeps in memory (``engine/process/``).
+- ``clock_guard`` (``ClockGuard``): the engine's measured lead over the store's clock.
+
+``Budget``, a maintenance pass's wall-clock allowance, is made one per pass.
 """
 
 from __future__ import annotations
@@ -27,21 +35,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import encode
+from weft_serverless.engine.ownership import OwnerHost, Ownership
+from weft_serverless.engine.process.activity_threads import DEFAULT_MAX_PARALLEL, ActivityThreads
+from weft_serverless.engine.process.clock_skew import ClockGuard
+from weft_serverless.engine.process.parked_runs import ParkedRuns
+from weft_serverless.engine.process.running_attempts import RunningAttempts
+from weft_serverless.engine.process.services import ServiceFactory, Services
+from weft_serverless.engine.process.telemetry import Metrics, logger
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
-from .activity_threads import DEFAULT_MAX_PARALLEL, ActivityThreads
-from .clock_skew import ClockGuard
-from .ownership import OwnerHost, Ownership
-from .parked_runs import ParkedRuns
-from .running_attempts import RunningAttempts
-from .services import ServiceFactory, Services
-from .telemetry import Metrics, logger
-
 if TYPE_CHECKING:  # tracing is imported only when a tracer is given (cold starts)
-    from .tracing import Tracing
+    from weft_serverless.engine.process.tracing import Tracing
 
 BackgroundTasks = Literal["manual", "automatic"]
 

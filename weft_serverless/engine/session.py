@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import time
 
+from weft_serverless.engine import teardown
+from weft_serverless.engine.background import BackgroundDriver
+from weft_serverless.engine.config import check_id, check_positive_int
+from weft_serverless.engine.drive.dispatch import Dispatcher
+from weft_serverless.engine.maintenance import MaintenanceReport, run_maintenance
+from weft_serverless.engine.persistence.records import RUNNING, STATUSES, SUSPENDED
+from weft_serverless.engine.runs import admission, control
+from weft_serverless.engine.runtime import Budget, Runtime, logger
+from weft_serverless.engine.visibility import listing
 from weft_serverless.errors import ConfigurationError, WeftError
-
-from . import admission, control, listing, teardown
-from .background import BackgroundDriver
-from .config import check_id, check_positive_int
-from .dispatch import Dispatcher
-from .maintenance import MaintenanceReport, run_maintenance
-from .records import RUNNING, STATUSES, SUSPENDED
-from .runtime import Budget, Runtime, logger
 
 _ADMISSION_ROUNDS = 100  # bounds a chain of admitted runs that end at once, each freeing a slot
 

@@ -25,17 +25,17 @@ from typing import Any, Literal
 from weft_serverless.activity import ActivityContext
 from weft_serverless.codec import decode, decode_record, encode
 from weft_serverless.commands import Run
+from weft_serverless.engine.ownership import EngineDeposedError
+from weft_serverless.engine.persistence import timers
+from weft_serverless.engine.runs import event_log, outbox
+from weft_serverless.engine.runs.commit import LostCommit, commit, write_claiming
+from weft_serverless.engine.runs.finalizers import COMPLETED, DEAD, DONE, PENDING, RUNNING
+from weft_serverless.engine.runtime import Runtime, logger
+from weft_serverless.engine.steps.attempt import AttemptResult, run_attempt
 from weft_serverless.finalizer import Finalizer
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
-
-from . import event_log, outbox, timers
-from .commit import LostCommit, commit, write_claiming
-from .finalizers import COMPLETED, DEAD, DONE, PENDING, RUNNING
-from .ownership import EngineDeposedError
-from .runtime import Runtime, logger
-from .steps.attempt import AttemptResult, run_attempt
 
 CLAIM_TTL = 60.0
 """Seconds a teardown claim keeps other engines out: one whose engine died is taken over

@@ -9,7 +9,7 @@ from weft_serverless.testing.mutation_table import Mutation
 REGRESSIONS: tuple[Mutation, ...] = (
     Mutation(
         "found-async-slot-read-as-step",
-        "engine/records.py",
+        "engine/persistence/records.py",
         "keys.counter_value(keys.top_slot(slot)) < first",
         'keys.counter_value(slot.split(".", 1)[0]) < first',
         "continue_as_new (async)",
@@ -17,7 +17,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-outside-move-keeps-wake-up",
-        "engine/control.py",
+        "engine/runs/control.py",
         "ops += _replaced_wake(rt, workflow_id, target in TERMINAL, ops)",
         "ops += []",
         "cancel, time-out, resume",
@@ -25,7 +25,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-purge-unfenced",
-        "engine/retention.py",
+        "engine/runs/retention.py",
         "    delete_fenced(rt, rest)",
         "    rt.storage.delete_many(rest)",
         "store-wide lease (purge)",
@@ -45,7 +45,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-bulk-timer-at-fired-key",
-        "engine/bulk.py",
+        "engine/bulk/operation.py",
         'timer = timers.timer_key(timers.BULK, record["id"], due + 0.001)',
         "timer = old_timer",
         "bulk operations (stopped twice)",
@@ -69,7 +69,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-head-outranks-recommit",
-        "engine/run_head.py",
+        "engine/persistence/run_head.py",
         "return int(item.fence_epoch or 0) > int(record.fence_epoch or 0)",
         "return item.tombstone and int(item.fence_epoch or 0) > int(record.fence_epoch or 0)",
         "retry (workflow-lease heads)",
@@ -77,7 +77,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-child-start-transient-fails",
-        "engine/lifecycle.py",
+        "engine/runs/starting.py",
         "    except StorageUnavailableError:",
         "    except KeyboardInterrupt:",
         "children (transient errors)",
@@ -93,7 +93,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "found-end-misses-new-child",
-        "engine/control.py",
+        "engine/runs/control.py",
         "            state.status == RUNNING or bool(children_to_close(rt, workflow_id))",
         "            bool(children_to_close(rt, workflow_id))",
         "children (parent ended from outside)",

@@ -66,7 +66,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "cancel-skips-close-policy",
-        "engine/control.py",
+        "engine/runs/control.py",
         "closing = target in TERMINAL and (",
         "closing = False and (",
         "children",
@@ -92,7 +92,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "signal-id-dedup-dropped",
-        "engine/signals.py",
+        "engine/runs/signals.py",
         "ops.append(Put(keys.signal_id_key(workflow_id, signal_id), dedup))",
         "ops.append(Put(keys.signal_id_key(workflow_id, signal_id + seq), dedup))",
         "signals",
@@ -110,7 +110,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "continue-drops-signals",
-        "engine/continuation.py",
+        "engine/runs/continuation.py",
         "ops += [Delete(keys.version_key(state.id, change)) for change in history.versions]",
         "ops += [Delete(keys.version_key(state.id, change)) for change in history.versions]"
         " + [Delete(Key(keys.workflow_partition(state.id), sort)) for queue in"
@@ -120,7 +120,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "slot-never-freed",
-        "engine/concurrency.py",
+        "engine/runs/concurrency.py",
         'ops: list[Op] = [Delete(keys.concurrency_slot_key(state.type, key, record["slot"]))]',
         "ops: list[Op] = []",
         "concurrency limits",
@@ -136,7 +136,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "terminal-keeps-wake-up",
-        "engine/transitions.py",
+        "engine/runs/transitions.py",
         "    ops += wakeups.disarm(history)",
         "    ops += []",
         "wake-ups",
@@ -218,7 +218,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "reject-queues",
-        "engine/concurrency.py",
+        "engine/runs/concurrency.py",
         'if spec.on_limit == "reject":',
         'if spec.on_limit == "never":',
         "concurrency reject",
@@ -226,7 +226,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "queued-cancel-keeps-entry",
-        "engine/concurrency.py",
+        "engine/runs/concurrency.py",
         "return [Delete(keys.concurrency_queue_key(state.type, key, state.created_at, state.id))]",
         "return []",
         "concurrency queue",
@@ -234,7 +234,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "freed-slot-wakes-no-queue",
-        "engine/concurrency.py",
+        "engine/runs/concurrency.py",
         'if record.get("queue"):\n            ops.append(arm_admit',
         "if False:\n            ops.append(arm_admit",
         "concurrency queue (crash)",
@@ -242,7 +242,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "continue-drops-parent",
-        "engine/continuation.py",
+        "engine/runs/continuation.py",
         "        parent=state.parent,",
         "        parent=None,",
         "continue_as_new (child)",
@@ -250,7 +250,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "no-teardown",
-        "engine/finalizers.py",
+        "engine/runs/finalizers.py",
         "    if status not in ENDS:",
         "    if True:",
         "finalizers (cancel)",
@@ -258,7 +258,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "timeout-skips-finalizers",
-        "engine/finalizers.py",
+        "engine/runs/finalizers.py",
         "ENDS = frozenset({CANCELLED, TIMED_OUT, FAILED})",
         "ENDS = frozenset({CANCELLED, FAILED})",
         "finalizers (time-out)",
@@ -274,7 +274,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "bulk-signal-without-id",
-        "engine/bulk.py",
+        "engine/bulk/operation.py",
         "signal_id = f\"bulk-{record['id']}\"",
         "signal_id = None",
         "bulk operations",
@@ -282,7 +282,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "bulk-save-unconditioned",
-        "engine/bulk.py",
+        "engine/bulk/operation.py",
         "return record if write(rt, [Condition(key, current)], ops) else None",
         "return record if write(rt, [], ops) else None",
         "bulk operations (two workers)",
@@ -291,14 +291,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "upsert-skips-index",
         "engine/steps/upserts.py",
-        "ops=[Put(key, new_bytes), *visibility.index_ops(state, new)],",
+        "ops=[Put(key, new_bytes), *index_entries.index_ops(state, new)],",
         "ops=[Put(key, new_bytes)],",
         "search-attribute upserts",
         "list by an upserted attribute misses the run",
     ),
     Mutation(
         "first-tag-only",
-        "engine/visibility.py",
+        "engine/persistence/index_entries.py",
         "    for tag in tags:",
         "    for tag in tags[:1]:",
         "tag filters",
@@ -338,7 +338,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "parent-not-woken",
-        "engine/transitions.py",
+        "engine/runs/transitions.py",
         "        timers.arm(timers.CHILD, parent_id, now, slot),",
         "",
         "children (two levels)",
@@ -346,7 +346,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "update-unfenced",
-        "engine/updates.py",
+        "engine/runs/updates.py",
         "commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)],"
         " ops)",
         "rt.storage.batch(ops)",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weft_serverless.engine.engine import Engine
-from weft_serverless.engine.records import TERMINAL, WorkflowState
+from weft_serverless.engine.persistence.records import TERMINAL, WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.testing import sim_operations as ops

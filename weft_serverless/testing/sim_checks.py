@@ -12,7 +12,7 @@ from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.engine import Engine
-from weft_serverless.engine.records import PENDING, TERMINAL, WorkflowState
+from weft_serverless.engine.persistence.records import PENDING, TERMINAL, WorkflowState
 from weft_serverless.engine.schedules.record import ScheduleRecord
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys

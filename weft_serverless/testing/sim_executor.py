@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from weft_serverless.engine.activity_threads import ActivityThreads, Job
+from weft_serverless.engine.process.activity_threads import ActivityThreads, Job
 from weft_serverless.testing import SimulatedCrash
 
 HUNG_LOOKS = 4

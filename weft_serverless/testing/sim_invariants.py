@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterator
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.engine import Engine
-from weft_serverless.engine.records import PENDING, RUNNING, SUSPENDED, TERMINAL, WorkflowState
+from weft_serverless.engine.persistence.records import (
+    PENDING,
+    RUNNING,
+    SUSPENDED,
+    TERMINAL,
+    WorkflowState,
+)
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from weft_serverless.engine.engine import Engine
-from weft_serverless.engine.records import WorkflowState
-from weft_serverless.engine.visibility import ATTRIBUTES_FIELD, TAGS_FIELD
+from weft_serverless.engine.persistence.index_entries import ATTRIBUTES_FIELD, TAGS_FIELD
+from weft_serverless.engine.persistence.records import WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
 from weft_serverless.workflow import WorkflowDefinition

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
-from weft_serverless.engine.records import WorkflowState
-from weft_serverless.engine.run_head import FENCE_EPOCH, TOMBSTONE, Head, is_void
-from weft_serverless.engine.stored_records import OpRecord
+from weft_serverless.engine.persistence.records import WorkflowState
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, TOMBSTONE, Head, is_void
+from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Op, Put
 from weft_serverless.testing.sim_records import JournalEntry

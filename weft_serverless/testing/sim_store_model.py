@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless.codec import decode
-from weft_serverless.engine import concurrency
-from weft_serverless.engine.concurrency import is_queued
-from weft_serverless.engine.records import FAILED, PENDING, TERMINAL, WorkflowState
-from weft_serverless.engine.run_head import FENCE_EPOCH
+from weft_serverless.engine.persistence.records import FAILED, PENDING, TERMINAL, WorkflowState
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH
+from weft_serverless.engine.runs import concurrency
+from weft_serverless.engine.runs.concurrency import is_queued
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put
 from weft_serverless.testing.sim_records import JournalEntry

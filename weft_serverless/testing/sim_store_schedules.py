@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from weft_serverless.codec import decode
-from weft_serverless.engine.records import SCHEDULE_FIELD, TERMINAL, WorkflowState
+from weft_serverless.engine.persistence.records import SCHEDULE_FIELD, TERMINAL, WorkflowState
 from weft_serverless.engine.schedules.record import ScheduleRecord
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key

@@ -19,7 +19,7 @@ from typing import Any
 
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.inspection import read_only_engine
-from weft_serverless.engine.wakeups import WAKE_GRACE
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage

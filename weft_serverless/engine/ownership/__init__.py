@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .base import (
+from weft_serverless.engine.ownership.base import (
     HEAD_LAYOUT,
     Drive,
     EngineDeposedError,
@@ -24,8 +24,8 @@ from .base import (
     pack_epoch,
     unpack_epoch,
 )
-from .store_lease import EngineLeaseLost, StoreLease
-from .workflow_lease import WorkflowLease
+from weft_serverless.engine.ownership.store_lease import EngineLeaseLost, StoreLease
+from weft_serverless.engine.ownership.workflow_lease import WorkflowLease
 
 __all__ = [
     "HEAD_LAYOUT",

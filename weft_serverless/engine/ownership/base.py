@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.engine.process.clock_skew import ClockGuard
 from weft_serverless.errors import (
     ConfigurationError,
     OwnershipModeMismatchError,
@@ -25,11 +26,9 @@ from weft_serverless.errors import (
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
 
-from ..clock_skew import ClockGuard
-
 if TYPE_CHECKING:
-    from ..records import History
-from ..telemetry import Metrics
+    from weft_serverless.engine.persistence.records import History
+from weft_serverless.engine.process.telemetry import Metrics
 
 Mode = Literal["none", "lease", "workflow-lease"]
 HEAD_LAYOUT = "workflow-lease@2"
@@ -132,7 +131,7 @@ class OwnerHost:
         the bytes the mode last read or wrote; False when they changed meanwhile.
 
         These writes are the fence, so they carry no other; every other write of the engine
-        goes through ``engine/commit.py``, which is built on the runtime that holds the mode
+        goes through ``engine/runs/commit.py``, which is built on the runtime that holds the mode
         and so cannot be imported from here. No conditions: a plain batch.
         """
         return self.storage.conditional_batch(conditions, ops)

@@ -13,14 +13,20 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from weft_serverless.codec import encode
+from weft_serverless.engine.ownership.base import (
+    Fragment,
+    OwnerHost,
+    Ownership,
+    Timing,
+    pack_epoch,
+    unpack_epoch,
+)
+from weft_serverless.engine.persistence.records import WorkflowState
+from weft_serverless.engine.persistence.run_head import Head, Unwritten, fresh_head
+from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
-
-from ..records import WorkflowState
-from ..run_head import Head, Unwritten, fresh_head
-from ..telemetry import warn
-from .base import Fragment, OwnerHost, Ownership, Timing, pack_epoch, unpack_epoch
 
 COOLDOWN_CAP_MULTIPLIER = 4
 

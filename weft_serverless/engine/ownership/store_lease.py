@@ -13,12 +13,7 @@ import time
 from collections.abc import Callable
 
 from weft_serverless.codec import decode, encode
-from weft_serverless.errors import EngineLeaseLostError, EngineLeaseUnavailableError, StorageError
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Put
-
-from ..telemetry import warn
-from .base import (
+from weft_serverless.engine.ownership.base import (
     Drive,
     Fragment,
     Mode,
@@ -29,6 +24,10 @@ from .base import (
     pack_epoch,
     unpack_epoch,
 )
+from weft_serverless.engine.process.telemetry import warn
+from weft_serverless.errors import EngineLeaseLostError, EngineLeaseUnavailableError, StorageError
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Put
 
 
 class EngineLeaseLost(RuntimeWarning):

@@ -8,14 +8,19 @@ from collections.abc import Callable
 from typing import Any
 
 from weft_serverless.codec import decode
+from weft_serverless.engine.ownership.base import Drive
+from weft_serverless.engine.ownership.claims import (
+    Claim,
+    ClaimRegistry,
+    OwnerRecords,
+    release_ops,
+    rotation,
+)
+from weft_serverless.engine.persistence.records import RUNNING, WorkflowState
+from weft_serverless.engine.process.telemetry import skip_unsupported
 from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
-
-from ..records import RUNNING, WorkflowState
-from ..telemetry import skip_unsupported
-from .base import Drive
-from .claims import Claim, ClaimRegistry, OwnerRecords, release_ops, rotation
 
 TAKEOVER_GRACE_MULTIPLIER = 2
 TAKEOVER_MAX_ATTEMPTS = 5

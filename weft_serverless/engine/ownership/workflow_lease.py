@@ -13,19 +13,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 from weft_serverless.codec import decode
-from weft_serverless.errors import (
-    StorageError,
-    WorkflowClaimUnavailableError,
-    WorkflowWakeDiscarded,
-)
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
-
-from ..records import RUNNING, SUSPENDED, TERMINAL, History, WorkflowState
-from ..run_head import Head, Unwritten
-from ..stored_records import OpRecord
-from ..telemetry import warn
-from .base import (
+from weft_serverless.engine.ownership.base import (
     HEAD_LAYOUT,
     NO_LOCK,
     EngineDeposedError,
@@ -36,8 +24,25 @@ from .base import (
     stored_owner,
     unpack_epoch,
 )
-from .claims import OwnerRecords, release_ops, rotation
-from .takeover import Takeover
+from weft_serverless.engine.ownership.claims import OwnerRecords, release_ops, rotation
+from weft_serverless.engine.ownership.takeover import Takeover
+from weft_serverless.engine.persistence.records import (
+    RUNNING,
+    SUSPENDED,
+    TERMINAL,
+    History,
+    WorkflowState,
+)
+from weft_serverless.engine.persistence.run_head import Head, Unwritten
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.process.telemetry import warn
+from weft_serverless.errors import (
+    StorageError,
+    WorkflowClaimUnavailableError,
+    WorkflowWakeDiscarded,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Put
 
 
 class WorkflowLease(Takeover):

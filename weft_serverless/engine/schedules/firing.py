@@ -20,6 +20,12 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from weft_serverless.engine.persistence.records import SCHEDULE_FIELD, TERMINAL, WorkflowState
+from weft_serverless.engine.runs import control, starting
+from weft_serverless.engine.runs.commit import write, write_claiming
+from weft_serverless.engine.runtime import Runtime, logger
+from weft_serverless.engine.schedules import record as records
+from weft_serverless.engine.schedules.record import ScheduleRecord
 from weft_serverless.errors import (
     InvalidScheduleError,
     ScheduleNotFoundError,
@@ -28,13 +34,6 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op
-
-from .. import control, lifecycle
-from ..commit import write, write_claiming
-from ..records import SCHEDULE_FIELD, TERMINAL, WorkflowState
-from ..runtime import Runtime, logger
-from . import record as records
-from .record import ScheduleRecord
 
 Wake = Callable[[str], None]
 """Drives a run a fire started (the pass's dispatcher, or the engine's session)."""
@@ -244,7 +243,7 @@ def _fire(
             extra[QUEUED_RUN] = workflow_id
         return _Plan(replace(rec, queued=fire, extra=extra))
     cancel = rec.running if overlap == "cancel_running" else ()
-    state = lifecycle.new_state(rt, rec.workflow_type, workflow_id, rec.input)
+    state = starting.new_state(rt, rec.workflow_type, workflow_id, rec.input)
     state.extra[SCHEDULE_FIELD] = rec.id
     if overlap == "queue":
         state.extra[WAKE_FIELD] = True
@@ -264,7 +263,7 @@ def _commit(rt: Runtime, raw: bytes, plan: _Plan) -> str | None:
         return "" if write(rt, [condition], ops) else None
     epoch: bytes | None = None
     for _ in range(2):
-        fragment = lifecycle.start_fragment(rt, plan.start, epoch)
+        fragment = starting.start_fragment(rt, plan.start, epoch)
         conditions = [condition, *fragment.conditions]
         if write_claiming(rt, plan.start.id, conditions, fragment.ops + ops):
             rt.parked.discard(plan.start.id)

@@ -9,14 +9,13 @@ from dataclasses import replace
 from typing import Any
 
 from weft_serverless.commands import Duration
+from weft_serverless.engine.handle import WorkflowHandle
+from weft_serverless.engine.runtime import Runtime
+from weft_serverless.engine.schedules import firing, manage
+from weft_serverless.engine.schedules import record as records
+from weft_serverless.engine.schedules.manage import ScheduleDescription
+from weft_serverless.engine.schedules.spec import changed, instant
 from weft_serverless.errors import InvalidScheduleError
-
-from ..handle import WorkflowHandle
-from ..runtime import Runtime
-from . import firing, manage
-from . import record as records
-from .manage import ScheduleDescription
-from .spec import changed, instant
 
 _UNCHANGED: Any = object()
 

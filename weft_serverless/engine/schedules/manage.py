@@ -9,6 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from weft_serverless.codec import decode
+from weft_serverless.engine.config import check_id
+from weft_serverless.engine.runs.commit import write
+from weft_serverless.engine.runtime import Runtime
+from weft_serverless.engine.schedules import record as records
+from weft_serverless.engine.schedules.firing import ATTEMPTS, live_runs
+from weft_serverless.engine.schedules.record import ScheduleRecord
+from weft_serverless.engine.schedules.spec import Spec
 from weft_serverless.errors import (
     InvalidArgumentError,
     ScheduleAlreadyExistsError,
@@ -18,14 +25,6 @@ from weft_serverless.errors import (
 from weft_serverless.identifiers import MAX_WORKFLOW_ID_BYTES
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op
-
-from ..commit import write
-from ..config import check_id
-from ..runtime import Runtime
-from . import record as records
-from .firing import ATTEMPTS, live_runs
-from .record import ScheduleRecord
-from .spec import Spec
 
 RUN_ID_SUFFIX_BYTES = len("-20260101T000000Z")
 

@@ -12,13 +12,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from weft_serverless.codec import SCHEMA_VERSION, check_schema_version, decode, encode
+from weft_serverless.engine.persistence import timers
+from weft_serverless.engine.runtime import Runtime
+from weft_serverless.engine.schedules.spec import Spec
 from weft_serverless.errors import ScheduleNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
-
-from .. import timers
-from ..runtime import Runtime
-from .spec import Spec
 
 
 @dataclass(frozen=True, slots=True)

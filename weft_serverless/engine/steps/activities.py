@@ -7,7 +7,7 @@ activity one "started" record (``actrec#s``) written before the first attempt ru
 records are the step's failure history: the batch writing one deletes the one
 ``ATTEMPT_HISTORY`` attempts older, so at most that many are kept (numbering reads ``n``).
 After a retry of the run, a step it ran again starts afresh (its retry policy and budget
-count from there) while its attempts are numbered on after the last (``attempt_history``).
+count from there) while its attempts are numbered on after the last (``retry_history``).
 """
 
 from __future__ import annotations
@@ -21,23 +21,20 @@ from typing import Any
 from weft_serverless.activity import ActivityContext, Verification
 from weft_serverless.codec import decode, encode
 from weft_serverless.commands import Run
-from weft_serverless.errors import (
-    ActivityReconciliationError,
-    CodecError,
-    PayloadTooLargeError,
+from weft_serverless.engine.persistence import retry_history, timers
+from weft_serverless.engine.persistence.outcomes import (
+    Done,
+    Outcome,
+    RaiseAtYield,
+    error_from_record,
 )
-from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Delete, Op, Put
-from weft_serverless.workflow import ActivityDefinition
-
-from .. import attempt_history, event_log, outbox, timers
-from ..commit import commit
-from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
-from ..records import ATTEMPT_HISTORY, error_record
-from ..runtime import Runtime, logger
-from ..stored_records import AttemptRecord, OpRecord, PendingRecord
-from . import heartbeats
-from .attempt import (
+from weft_serverless.engine.persistence.records import ATTEMPT_HISTORY, error_record
+from weft_serverless.engine.persistence.stored_records import AttemptRecord, OpRecord, PendingRecord
+from weft_serverless.engine.runs import event_log, outbox
+from weft_serverless.engine.runs.commit import commit
+from weft_serverless.engine.runtime import Runtime, logger
+from weft_serverless.engine.steps import heartbeats
+from weft_serverless.engine.steps.attempt import (
     OUT_OF_TIME,
     Attempt,
     AttemptResult,
@@ -47,8 +44,16 @@ from .attempt import (
     start,
     watch,
 )
-from .heartbeats import Heartbeats
-from .scope import StepScope
+from weft_serverless.engine.steps.heartbeats import Heartbeats
+from weft_serverless.engine.steps.scope import StepScope
+from weft_serverless.errors import (
+    ActivityReconciliationError,
+    CodecError,
+    PayloadTooLargeError,
+)
+from weft_serverless.storage import keys
+from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.workflow import ActivityDefinition
 
 AGAIN = "again"
 """``conclude``: the failed attempt's retry is due already: prepare the next one now."""
@@ -113,7 +118,7 @@ def prepare(scope: StepScope, cmd: Run, slot: str) -> Done | Ready | None:
     # Read without inserting: an entry per step would make every later step's scan for
     # stale timers (timers.stale_timer_deletes) longer, i.e. a run's cost quadratic.
     attempts: list[AttemptRecord] = scope.history.attempts.get(slot, [])
-    base = attempt_history.base(scope.history, slot) if scope.history.retries else 0
+    base = retry_history.base(scope.history, slot) if scope.history.retries else 0
     if base:  # this round's records only: a retry of the run gave the step a fresh start
         attempts = [record for record in attempts if record.number > base]
     now = rt.now()

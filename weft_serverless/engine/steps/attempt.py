@@ -20,20 +20,19 @@ from typing import TYPE_CHECKING, Any
 from weft_serverless.activity import ActivityContext, set_current
 from weft_serverless.codec import decode
 from weft_serverless.commands import Run
+from weft_serverless.engine.persistence import tracebacks
+from weft_serverless.engine.persistence.records import cut_message
+from weft_serverless.engine.process.telemetry import pin_step
+from weft_serverless.engine.runtime import Runtime
 from weft_serverless.errors import CodecError, PayloadTooLargeError, TimeoutKind
 from weft_serverless.storage import keys
 from weft_serverless.workflow import ActivityDefinition
 
-from .. import tracebacks
-from ..records import cut_message
-from ..runtime import Runtime
-from ..telemetry import pin_step
-
 if TYPE_CHECKING:  # futures are imported by the first attempt that runs off the drive's thread
     from concurrent.futures import Future
 
-    from ..activity_threads import Job
-    from ..tracing import RunsOn
+    from weft_serverless.engine.process.activity_threads import Job
+    from weft_serverless.engine.process.tracing import RunsOn
 
 POLL_SECONDS = 0.05
 """How often a watching drive looks at its attempts' limits, cancels and the invocation clock

@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import StartChild
+from weft_serverless.engine.ownership import Fragment
+from weft_serverless.engine.persistence import wakeups
+from weft_serverless.engine.persistence.outcomes import (
+    Done,
+    Outcome,
+    RaiseAtYield,
+    error_from_record,
+)
+from weft_serverless.engine.persistence.records import error_record
+from weft_serverless.engine.persistence.stored_records import OpRecord, PendingRecord
+from weft_serverless.engine.runs import starting
+from weft_serverless.engine.runs.commit import LostCommit, decode_value
+from weft_serverless.engine.steps.scope import StepScope
 from weft_serverless.errors import (
     CodecError,
     InvalidArgumentError,
@@ -13,14 +26,6 @@ from weft_serverless.errors import (
     WorkflowAlreadyExistsError,
 )
 from weft_serverless.identifiers import check_workflow_id
-
-from .. import lifecycle, wakeups
-from ..commit import LostCommit, decode_value
-from ..outcomes import Done, Outcome, RaiseAtYield, error_from_record
-from ..ownership import Fragment
-from ..records import error_record
-from ..stored_records import OpRecord, PendingRecord
-from .scope import StepScope
 
 
 def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
@@ -50,7 +55,7 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
         raise RaiseAtYield(exc) from None
 
     def start(epoch: bytes | None) -> Fragment | WeftError:
-        return lifecycle.child_start_fragment(
+        return starting.child_start_fragment(
             scope.rt,
             workflow_id,
             slot,
@@ -74,14 +79,14 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
         if isinstance(fragment, WeftError):
             return _not_started(child_id, fragment)
         fragment.ops += wakeups.disarm(history)
-        if not lifecycle.commit_child_start(scope.rt, workflow_id, child_id, fragment):
+        if not starting.commit_child_start(scope.rt, workflow_id, child_id, fragment):
             # Refused: the id is held (raises), or a purged run of it left an epoch to
             # claim on top of; anything else is a racing writer, so re-read.
             epoch = _epoch(scope, slot, child_id)
             retry = start(epoch) if epoch is not None else None
             if isinstance(retry, Fragment):
                 retry.ops += wakeups.disarm(history)
-            if not isinstance(retry, Fragment) or not lifecycle.commit_child_start(
+            if not isinstance(retry, Fragment) or not starting.commit_child_start(
                 scope.rt, workflow_id, child_id, retry
             ):
                 raise LostCommit(workflow_id)
@@ -94,7 +99,7 @@ def start_child(scope: StepScope, cmd: StartChild, slot: str) -> Done | None:
 
 
 def _epoch(scope: StepScope, slot: str, child_id: str) -> bytes | None:
-    return lifecycle.child_start_epoch(scope.rt, scope.workflow_id, slot, child_id)
+    return starting.child_start_epoch(scope.rt, scope.workflow_id, slot, child_id)
 
 
 def _started(

@@ -5,13 +5,12 @@ and the composites nested in it are carried out as one fan-out (``fan_out``)."""
 from __future__ import annotations
 
 from weft_serverless.commands import All, Race
+from weft_serverless.engine.persistence.outcomes import Done, Outcome
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.runs.commit import decode_value
+from weft_serverless.engine.steps.fan_out import Tree
+from weft_serverless.engine.steps.scope import StepScope
 from weft_serverless.storage import keys
-
-from ..commit import decode_value
-from ..outcomes import Done, Outcome
-from ..stored_records import OpRecord
-from .fan_out import Tree
-from .scope import StepScope
 
 
 def all_of(scope: StepScope, cmd: All, slot: str) -> Done | None:

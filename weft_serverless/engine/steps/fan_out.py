@@ -18,12 +18,11 @@ from typing import Any
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import All, Command, Race, Run, Sleep
+from weft_serverless.engine.persistence.outcomes import Done, Outcome, error_to_record
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.steps.scope import StepScope
+from weft_serverless.engine.steps.together import Branch, Group, run_together
 from weft_serverless.storage import keys
-
-from ..outcomes import Done, Outcome, error_to_record
-from ..stored_records import OpRecord
-from .scope import StepScope
-from .together import Branch, Group, run_together
 
 Composite = All | Race
 

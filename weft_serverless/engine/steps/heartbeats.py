@@ -15,16 +15,15 @@ import time
 from typing import Any
 
 from weft_serverless.codec import decode, encode
+from weft_serverless.engine.ownership import EngineDeposedError
+from weft_serverless.engine.persistence.records import RUNNING, History, WorkflowState
+from weft_serverless.engine.persistence.stored_records import AttemptRecord
+from weft_serverless.engine.runs.commit import LostCommit, commit
+from weft_serverless.engine.runtime import Runtime, logger
+from weft_serverless.engine.steps.attempt import Attempt
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Put
-
-from ..commit import LostCommit, commit
-from ..ownership import EngineDeposedError
-from ..records import RUNNING, History, WorkflowState
-from ..runtime import Runtime, logger
-from ..stored_records import AttemptRecord
-from .attempt import Attempt
 
 STORE_EVERY = 5.0
 """Seconds (engine or real time, whichever passes first) between stored heartbeats."""

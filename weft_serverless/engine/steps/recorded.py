@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from weft_serverless.codec import decode
 from weft_serverless.commands import Record
-
-from ..outcomes import Done, Outcome, RaiseAtYield
-from ..stored_records import OpRecord
-from .scope import StepScope
+from weft_serverless.engine.persistence.outcomes import Done, Outcome, RaiseAtYield
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.steps.scope import StepScope
 
 
 def record(scope: StepScope, cmd: Record, slot: str) -> Done | None:

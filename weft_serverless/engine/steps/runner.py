@@ -28,12 +28,19 @@ from weft_serverless.commands import (
     WaitForSignal,
     WaitUntil,
 )
-
-from ..commit import decode_value
-from ..outcomes import Done, Outcome, error_from_record
-from ..stored_records import OpRecord
-from . import activities, children, compose, recorded, slotless, upserts, waits
-from .scope import StepScope
+from weft_serverless.engine.persistence.outcomes import Done, Outcome, error_from_record
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.runs.commit import decode_value
+from weft_serverless.engine.steps import (
+    activities,
+    children,
+    compose,
+    recorded,
+    slotless,
+    upserts,
+    waits,
+)
+from weft_serverless.engine.steps.scope import StepScope
 
 T = TypeVar("T")
 Handler = Callable[[StepScope, Any, str], Done | None]

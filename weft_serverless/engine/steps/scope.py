@@ -14,18 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from weft_serverless.commands import Command
+from weft_serverless.engine.persistence import history_limit, timers, wakeups
+from weft_serverless.engine.persistence.outcomes import Done, Outcome
+from weft_serverless.engine.persistence.records import History
+from weft_serverless.engine.persistence.retry_history import RETRIES_FIELD
+from weft_serverless.engine.persistence.stored_records import AttemptRecord, OpRecord, PendingRecord
+from weft_serverless.engine.runs.commit import commit, commit_cleanup, commit_record
+from weft_serverless.engine.runtime import Runtime, logger
 from weft_serverless.errors import NondeterminismError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Put
 from weft_serverless.workflow import WorkflowDefinition
-
-from .. import history_limit, timers, wakeups
-from ..attempt_history import RETRIES_FIELD
-from ..commit import commit, commit_cleanup, commit_record
-from ..outcomes import Done, Outcome
-from ..records import History
-from ..runtime import Runtime, logger
-from ..stored_records import AttemptRecord, OpRecord, PendingRecord
 
 Parkable = TypeVar("Parkable", PendingRecord, AttemptRecord)
 
@@ -142,7 +141,7 @@ class StepScope(ABC):
         """Commit a batch that parks the step at ``slot`` (none: the run); it takes the run's
         wake-up with it, unless it parks a branch: the drive goes on with the step's other
         branches (and may delete this branch's timer: a race's losing sleep), and drops the
-        wake-up itself once the run parks (``driver``)."""
+        wake-up itself once the run parks (``drive.run_loop``)."""
         if "." in slot:
             commit(self.rt, self.workflow_id, conditions, ops)
             return

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import ContinueAsNew, GetVersion
+from weft_serverless.engine.persistence.outcomes import Outcome
+from weft_serverless.engine.runs import continuation
+from weft_serverless.engine.runs.commit import commit
+from weft_serverless.engine.steps.scope import StepScope
 from weft_serverless.errors import (
     CodecError,
     InvalidArgumentError,
@@ -19,11 +23,6 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
-
-from .. import continuation
-from ..commit import commit
-from ..outcomes import Outcome
-from .scope import StepScope
 
 
 def get_version(scope: StepScope, cmd: GetVersion) -> Outcome:
@@ -70,7 +69,7 @@ def _within(scope: StepScope, cmd: GetVersion, pinned: int) -> Outcome:
 
 
 def continue_as_new(scope: StepScope, cmd: ContinueAsNew) -> Outcome | None:
-    """End this run and start the next one (engine/continuation.py): ``None``, and the
+    """End this run and start the next one (engine/runs/continuation.py): ``None``, and the
     drive sees to the next run. A refusal is raised at the yield, nothing written."""
     try:
         new_input = scope.rt.encode_payload(cmd.input, "continue_as_new input")

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from weft_serverless.commands import Run
-
-from ..outcomes import Done
-from . import activities
-from .attempt import Attempt, give_up, start, watch
-from .scope import StepScope
+from weft_serverless.engine.persistence.outcomes import Done
+from weft_serverless.engine.steps import activities
+from weft_serverless.engine.steps.attempt import Attempt, give_up, start, watch
+from weft_serverless.engine.steps.scope import StepScope
 
 Decide = Callable[[int, Done], bool]
 """Called on the drive's thread as each branch finishes (its index, its outcome): True

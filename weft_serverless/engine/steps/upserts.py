@@ -12,24 +12,23 @@ import dataclasses
 
 from weft_serverless.codec import encode
 from weft_serverless.commands import UpsertSearchAttributes
+from weft_serverless.engine.persistence import index_entries
+from weft_serverless.engine.persistence.outcomes import Done, Outcome, RaiseAtYield
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.steps.scope import StepScope
 from weft_serverless.errors import SearchAttributeError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Put
-
-from .. import visibility
-from ..outcomes import Done, Outcome, RaiseAtYield
-from ..stored_records import OpRecord
-from .scope import StepScope
 
 
 def upsert(scope: StepScope, cmd: UpsertSearchAttributes, slot: str) -> Done:
     history = scope.history
     state = history.state
-    attributes = {**visibility.attributes_of(state), **cmd.values}
-    extra = visibility.with_visibility(state.extra, attributes, visibility.tags_of(state))
+    attributes = {**index_entries.attributes_of(state), **cmd.values}
+    extra = index_entries.with_visibility(state.extra, attributes, index_entries.tags_of(state))
     new = dataclasses.replace(state, extra=extra, updated_at=scope.rt.now())
     try:
-        visibility.check_fits(new)
+        index_entries.check_fits(new)
     except SearchAttributeError as exc:
         raise RaiseAtYield(exc) from None
     new_bytes = new.to_bytes()
@@ -42,6 +41,6 @@ def upsert(scope: StepScope, cmd: UpsertSearchAttributes, slot: str) -> Done:
         Outcome(None),
         OpRecord.holding(encode(None)),
         conditions=[Condition(key, history.state_bytes)],
-        ops=[Put(key, new_bytes), *visibility.index_ops(state, new)],
+        ops=[Put(key, new_bytes), *index_entries.index_ops(state, new)],
         after_commit=[committed],
     )

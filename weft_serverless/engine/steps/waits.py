@@ -7,13 +7,12 @@ from collections.abc import Callable
 
 from weft_serverless.codec import decode, encode
 from weft_serverless.commands import Sleep, WaitForSignal, WaitUntil
+from weft_serverless.engine.persistence import timers, wakeups
+from weft_serverless.engine.persistence.outcomes import Done, Outcome, RaiseAtYield
+from weft_serverless.engine.persistence.stored_records import OpRecord, PendingRecord
+from weft_serverless.engine.steps.scope import StepScope
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op
-
-from .. import timers, wakeups
-from ..outcomes import Done, Outcome, RaiseAtYield
-from ..stored_records import OpRecord, PendingRecord
-from .scope import StepScope
 
 
 def timer_due(scope: StepScope, slot: str, seconds: float, kind: timers.TimerKind) -> bool:

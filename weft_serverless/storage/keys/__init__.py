@@ -18,7 +18,7 @@ order is number order for every value.
 """
 
 # Every key lives in one of four modules, by where it sits; callers use ``keys.<name>``.
-from .encoding import *  # noqa: F403
-from .indexes import *  # noqa: F403
-from .runs import *  # noqa: F403
-from .store import *  # noqa: F403
+from weft_serverless.storage.keys.encoding import *  # noqa: F403
+from weft_serverless.storage.keys.indexes import *  # noqa: F403
+from weft_serverless.storage.keys.runs import *  # noqa: F403
+from weft_serverless.storage.keys.store import *  # noqa: F403

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 
 from weft_serverless.storage.base import Key
-
-from .encoding import dec, enc, ms, shard_of
+from weft_serverless.storage.keys.encoding import dec, enc, ms, shard_of
 
 TIMER_SHARDS = 4
 STATUS_SHARDS = 4

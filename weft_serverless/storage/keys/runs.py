@@ -6,8 +6,7 @@ from __future__ import annotations
 import functools
 
 from weft_serverless.storage.base import Key
-
-from .encoding import counter, counter_value, enc
+from weft_serverless.storage.keys.encoding import counter, counter_value, enc
 
 STATE = "state"
 RESULT = "result"
@@ -143,7 +142,7 @@ def heartbeat_key(workflow_id: str, slot: str) -> Key:
 
 def retry_key(workflow_id: str, slot: str, retry: int) -> Key:
     """The run's ``retry``-th retry, at the step it ran again: what it set aside of the
-    failure it retried (engine/attempt_history.py)."""
+    failure it retried (engine/persistence/retry_history.py)."""
     return Key(workflow_partition(workflow_id), f"{RETRY_PREFIX}{slot}#{counter(retry, 4)}")
 
 

@@ -4,9 +4,8 @@ finalizer teardowns and dead letters, the events outbox, bulk operations."""
 from __future__ import annotations
 
 from weft_serverless.storage.base import Key
-
-from .encoding import counter, enc, ms, shard_of
-from .runs import step_slot, workflow_partition
+from weft_serverless.storage.keys.encoding import counter, enc, ms, shard_of
+from weft_serverless.storage.keys.runs import step_slot, workflow_partition
 
 META_PARTITION = "meta"
 OWNERSHIP_MODE = "ownership-mode"

@@ -1,0 +1,153 @@
+"""The run's head under workflow-lease: the fence a plain step commits on in one write.
+
+A run started on a store of layout 2 (``workflow-lease@2``) has a head item beside its owner
+epoch: ``{e: epoch, f: floor, s: slot, r: record}``. A forward step is one conditional put of
+the head, on the bytes its owner last wrote, carrying the step's op record inline; the
+previous inline record is first written out to its own ``op#`` item on condition that the
+slot is as the owner last read it (ADR 0037). Every claim and rotation rewrites the head
+with the epoch, so a deposed owner's head put can never land.
+
+A write-out is the one write a deposed owner can still land, and only of a step that was
+committed. Two marks keep it from counting where it must not:
+
+* a **tombstone** (``{tomb, fe}``) replaces an op record that ``retry`` forgets, stamped with
+  the epoch of the claim that forgot it: a late write-out of the old step finds the slot
+  taken, and the inline copy an older head still holds is older than the tombstone;
+* the **floor** is the epoch the run started on: an op item stamped below it was written out
+  by an owner of an earlier run of the same id (purged since), and counts for nothing.
+
+``settle`` is the one reader rule; ``records.load_history`` applies it to every partition
+read, so replay, inspection, events and the history limit all see the same steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.engine.persistence.stored_records import FENCE_EPOCH as FENCE_EPOCH
+from weft_serverless.engine.persistence.stored_records import REFERENCE as REFERENCE
+from weft_serverless.engine.persistence.stored_records import TOMBSTONE as TOMBSTONE
+from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.errors import StorageError
+from weft_serverless.storage import keys
+
+INLINE = 900
+"""The largest op record a head carries inline: with the head's own fields it stays within
+one write unit. A larger record is put first as a blob, and the head carries a reference."""
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    epoch: int
+    floor: int
+    slot: str | None = None
+    record: bytes | None = None
+
+    def to_bytes(self) -> bytes:
+        fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
+        if self.slot is not None and self.record is not None:
+            fields["s"], fields["r"] = self.slot, self.record
+        return encode(fields)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Head:
+        raw = decode(data)
+        return cls(int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"))
+
+    def rotated(self, epoch: int) -> bytes:
+        """This head under a new claim: the newest step travels with it, unwritten or not."""
+        return Head(epoch, self.floor, self.slot, self.record).to_bytes()
+
+    def with_step(self, slot: str, record: bytes) -> bytes:
+        return Head(self.epoch, self.floor, slot, record).to_bytes()
+
+
+def fresh_head(epoch: int) -> bytes:
+    """The head a run starts with: its floor is the epoch it starts on."""
+    return Head(epoch, epoch).to_bytes()
+
+
+def reference(record: bytes, epoch: int) -> tuple[str, bytes]:
+    """The digest a large record is stored under, and the small op record naming it."""
+    digest = hashlib.sha256(record).hexdigest()[:32]
+    return digest, OpRecord(reference=digest, fence_epoch=epoch).to_bytes()
+
+
+def resolve(ops: dict[str, OpRecord], blobs: dict[str, bytes], what: str) -> None:
+    """Replace each op record that names a blob by the record the blob holds. The blob was
+    put before the head that committed its reference, so it is there; an orphan blob (its
+    head never landed) is named by nothing."""
+    for slot, record in ops.items():
+        digest = record.reference
+        if digest is None:
+            continue
+        blob = blobs.get(f"{slot}#{digest}")
+        if blob is None:
+            raise StorageError(
+                f"step {slot} of {what} names a record that is not stored; the store was "
+                "changed outside the engine (restore it from a backup)"
+            )
+        ops[slot] = OpRecord.from_map(decode_record(blob, f"step {slot} of {what}"))
+
+
+def tombstone(epoch: int) -> bytes:
+    return OpRecord(tombstone=True, fence_epoch=epoch).to_bytes()
+
+
+@dataclass(frozen=True, slots=True)
+class Unwritten:
+    """The head's inline step, not (yet) in its own item: the owner writes it out before its
+    next write. ``expected`` is what the slot held when read (None: nothing)."""
+
+    slot: str
+    record: bytes
+    expected: bytes | None
+
+    @property
+    def epoch(self) -> int:
+        return int(OpRecord.from_map(decode(self.record)).fence_epoch or 0)
+
+
+def is_void(record: OpRecord, floor: int) -> bool:
+    """A tombstone, or a record written out by an owner of an earlier run of this id."""
+    if record.tombstone:
+        return True
+    stamped = record.fence_epoch
+    return stamped is not None and int(stamped) < floor
+
+
+def settle(
+    head_bytes: bytes, ops: dict[str, OpRecord], replayed: dict[str, bytes]
+) -> tuple[dict[str, bytes], Unwritten | None]:
+    """Apply the reader rule to a partition's op records (``ops`` by slot, their bytes in
+    ``replayed`` by sort key); returns the void items' bytes by slot, and the inline step
+    when it still has to be written out."""
+    head = Head.from_bytes(head_bytes)
+    void: dict[str, bytes] = {}
+    for slot in [slot for slot, record in ops.items() if is_void(record, head.floor)]:
+        del ops[slot]
+        void[slot] = replayed.pop(keys.OP_PREFIX + slot)
+    if head.slot is None or head.record is None:
+        return void, None
+    record = OpRecord.from_map(decode(head.record))
+    sort = keys.OP_PREFIX + head.slot
+    stored = replayed.get(sort)
+    rival = void.get(head.slot) or stored
+    if rival is not None and _outranks(OpRecord.from_map(decode(rival)), record):
+        # Forgotten by a retry after this head's step was committed (a tombstone), and
+        # perhaps committed again since by a later owner: the slot's item is newer.
+        return void, None
+    ops[head.slot] = record
+    replayed[sort] = head.record
+    if stored == head.record:
+        return void, None
+    return void, Unwritten(head.slot, head.record, rival)
+
+
+def _outranks(item: OpRecord, record: OpRecord) -> bool:
+    """Whether the slot's item was written after the head's step: stamped by a later owner
+    (only a retry's tombstone lets a slot be written again, under a newer epoch)."""
+    return int(item.fence_epoch or 0) > int(record.fence_epoch or 0)
