@@ -61,7 +61,9 @@ def test_signal_refuses_what_the_api_refuses(capsys: pytest.CaptureFixture[str],
         capsys, "signal", "exp-7", "approve", "--signal-id", "s" * 129, "--db", str(db)
     )
     assert (status, out) == (2, "")
-    assert err.startswith("weft: InvalidArgumentError: signal_id: must be at most 128")
+    assert err.startswith(
+        "weft: InvalidArgumentError: signal_id: is 129 bytes in UTF-8, over the limit of 128"
+    )
     assert stored(db, "exp-7") == before
 
 

@@ -259,7 +259,7 @@ def test_cancel_rotates_the_epoch_and_the_parked_owner_is_deposed_at_renewal(
     assert counter(e1, "claim_renewal_failures") == 1
     assert counter(e1, "claim_attempts.deposed") == 1
     assert counter(e1, "claims_active") == 0
-    assert landed_after(journal, "e1", mark) == []
+    assert _fires_only_the_close_children_timer(landed_after(journal, "e1", mark), "w")
     assert epoch_of(store, "w") == 2 and e1.describe("w").status == "cancelled"
 
 
@@ -302,8 +302,22 @@ def test_external_transitions_rotate_the_epoch_and_depose_the_parked_owner(
         e1.run_maintenance()
     assert of_category(seen, WorkflowClaimLost)
     assert counter(e1, "claim_attempts.deposed") == 1
-    assert landed_after(journal, "e1", mark) == []
+    assert _fires_only_the_close_children_timer(landed_after(journal, "e1", mark), "w")
     assert e1.describe("w").status == status and calls.count("b") == 0
+
+
+def _fires_only_the_close_children_timer(writes: list[Any], workflow_id: str) -> bool:
+    """A deposed engine writes nothing of the run. Its pass may fire the close-children timer
+    an end from outside arms, due at once (a child started while the end was in flight is
+    closed by it, ADR 0047): deleting a fired timer is any engine's to do."""
+    return all(
+        not write.conditions
+        and isinstance(op, Delete)
+        and op.key.partition.startswith("timers#")
+        and op.key.sort.endswith(f"#{workflow_id}#close-children")
+        for write in writes
+        for op in write.ops
+    )
 
 
 @pytest.mark.parametrize("resumer", ["e1", "e2"])
@@ -1045,7 +1059,8 @@ def test_sleep_timer_on_a_non_owner_is_retained_while_running_and_collected_once
 
     e2.cancel("w")
     report = e2.run_maintenance()
-    assert report.timers_fired == 1 and "timers_retained" not in report.parts
+    # the sleep timer, collected, and the close-children timer the cancel armed (ADR 0047)
+    assert report.timers_fired == 2 and "timers_retained" not in report.parts
     assert timers_of(store, "w") == [] and calls.count("b") == 0
 
 

@@ -51,7 +51,7 @@ RETAIN = "retain"
 COLLECT = "collect"
 BUSY = "busy"
 DEPOSED = "deposed"
-_CONTINUED = "continued"  # internal: the run continued as new (see ``drive``)
+_CONTINUED = "continued"  # internal: the run continued as new (see ``drive.guarded``)
 
 
 @dataclass(slots=True)
@@ -215,7 +215,7 @@ class _Run:
     def _answer(self, at_yield: AtYield, cmd: Command[Any]) -> Outcome | str:
         """Answer a command that takes no step slot; the drive ends if the run ended here."""
         outcome = at_yield.carry_out(self.runner, cmd)
-        if outcome is None:  # continued as new: ``drive`` sees to the next run
+        if outcome is None:  # continued as new: ``drive.guarded`` sees to the next run
             self.gen.close()
             return _CONTINUED
         return outcome

@@ -1,7 +1,7 @@
 """Answers to activities that finish outside the engine (``complete_async`` tokens).
 
 ``Engine`` hands ``complete_activity`` and ``fail_activity`` to its ``AsyncActivities`` part:
-each records the answer through ``interactions`` and wakes the run through the engine's
+each records the answer through ``drive.from_outside`` and wakes the run through the engine's
 ``Session``.
 """
 

@@ -1,8 +1,8 @@
 """Talking to a run from outside: signals, updates and queries.
 
 ``Engine`` hands ``signal``, ``update`` and ``query`` to its ``Interactions`` part; each is a
-hand-off to ``signals`` or ``interactions``, and what it wakes is driven through the engine's
-``Session``. The contracts are on ``Engine``'s methods (and in docs/api.md).
+hand-off to ``runs.signals`` or ``drive.from_outside``, and what it wakes is driven through the
+engine's ``Session``. The contracts are on ``Engine``'s methods (and in docs/api.md).
 """
 
 from __future__ import annotations

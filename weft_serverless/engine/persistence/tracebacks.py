@@ -27,7 +27,10 @@ def _callers() -> tuple[str, ...]:
     """Where the frames that call an activity live: this package, and the standard library's
     futures and event loop (a result read from a future re-raises through them)."""
     stdlib = sysconfig.get_paths()["stdlib"]
-    package = str(Path(__file__).resolve().parent.parent)
+    here = Path(__file__).resolve()
+    package = str(
+        next(p for p in here.parents if p.name == "weft_serverless")
+    )  # wherever this sits
     return tuple(
         os.path.join(place, "") for place in (package, f"{stdlib}/concurrent", f"{stdlib}/asyncio")
     )
