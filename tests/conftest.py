@@ -15,6 +15,7 @@ test simulate a process restart. Adding a backend is one entry in ``BACKENDS``.
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Set before anything can build a boto3 client, so no test can reach a real AWS account.
@@ -148,3 +149,16 @@ def storage_factory(
 def storage(storage_factory: Opener) -> Storage:
     """A fresh, empty store on each selected backend."""
     return storage_factory()
+
+
+@pytest.fixture(autouse=True)
+def _engine_logging_as_found() -> Iterator[None]:
+    """Leave the engine's logging tree as the test found it. The Lambda handlers route the
+    ``weft_serverless`` loggers through powertools' JSON handler for the whole process; a test
+    that ran one must not make a later test in the same worker print engine lines (a CLI test
+    that reads stderr failed so when the suite ran on several cores)."""
+    engine = logging.getLogger("weft_serverless")
+    handlers, level, propagate = list(engine.handlers), engine.level, engine.propagate
+    yield
+    engine.handlers, engine.propagate = handlers, propagate
+    engine.setLevel(level)
