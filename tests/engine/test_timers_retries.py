@@ -384,7 +384,9 @@ def test_retry_state_survives_a_crash(storage_factory: Opener) -> None:
 
 def _timed(ctx: Any, _: Any) -> Any:
     policy = RetryPolicy(max_attempts=2, initial_backoff=3)
-    return (yield ctx.run("work", retry=policy, timeout="50ms"))
+    # 1 s of real time: long enough that an attempt which returns at once never runs past it
+    # on a busy machine (at 50 ms the second attempt timed out there too), short for the first
+    return (yield ctx.run("work", retry=policy, timeout="1s"))
 
 
 def test_per_attempt_timeout_fails_that_attempt_and_retries(storage_factory: Opener) -> None:
@@ -398,7 +400,7 @@ def test_per_attempt_timeout_fails_that_attempt_and_retries(storage_factory: Ope
     def work(_: Any) -> str:
         calls.append(te.clock())
         if len(calls) == 1:
-            release.wait(5)  # held past the 50 ms timeout; released at the end of the test
+            release.wait(10)  # held past the 1 s timeout; released at the end of the test
             return "too late"
         return "on time"
 

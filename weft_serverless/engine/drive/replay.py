@@ -61,9 +61,10 @@ def registered(rt: Runtime, history: History) -> WorkflowDefinition | None:
     its type: the run is left as it is, its timers kept for an engine that does."""
     definition = rt.definitions.get(history.state.type)
     if definition is None:
-        # An engine with no workflows at all (an operator tool) only stores writes: routine.
+        # An engine with no workflows at all (an operator tool) only stores writes: routine,
+        # so a debug line (an operator's `weft signal` prints nothing it did not ask for).
         logger.log(
-            logging.WARNING if rt.definitions else logging.INFO,
+            logging.WARNING if rt.definitions else logging.DEBUG,
             "workflow %s has type %r, which this engine does not register; left as it is",
             history.state.id,
             history.state.type,
