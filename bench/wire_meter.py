@@ -154,11 +154,13 @@ class Bill:
     read_units: float = 0.0
     by_operation: dict[str, Tally] = field(default_factory=dict)
     by_family: dict[tuple[str, str], Tally] = field(default_factory=dict)
+    sent: list[Request] = field(default_factory=list)
 
     @classmethod
     def of(cls, requests: Iterable[Request]) -> Bill:
         bill = cls()
         for request in requests:
+            bill.sent.append(request)
             bill.requests += 1
             bill.write_units += request.write_units
             bill.read_units += request.read_units
@@ -343,7 +345,8 @@ class WireMeter:
             if operation == "Query":  # named by the range asked for, not what came back
                 values = params.get("ExpressionAttributeValues", {})
                 pk, low = (values.get(name, {}).get("S", "") for name in (":pk", ":lo"))
-                family = self.family(pk, low) if low else f"{self.family(pk, '')}*"
+                family = self.family(pk, low) if low else self.family(pk, "")
+                family = f"{family or 'wf#'}*"
                 charge = Charge(family, operation, read_units=charge.read_units)
             charges.append(charge)
         elif operation == "TransactGetItems":
