@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import logging
 import os
 import sys
@@ -139,7 +140,7 @@ class Deployment:
 
     def call_api(self, method: str, path: str, body: Any) -> dict[str, Any]:
         event = lambda_events.rest_event(
-            method, path, [("Content-Type", "application/json")], _json(body)
+            method, path, [("Content-Type", "application/json")], json.dumps(body).encode()
         )
         response = self.api(event, LocalContext(29.0, self.monotonic))
         assert response["statusCode"] < 300, response
@@ -152,12 +153,6 @@ class Deployment:
     def close(self) -> None:
         for engine in self.engines:
             engine.close()
-
-
-def _json(body: Any) -> bytes:
-    import json
-
-    return json.dumps(body).encode()
 
 
 def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[Phase]:
@@ -175,6 +170,7 @@ def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[P
     deployment.clock.advance(SLEEP)
     with deployment.measured("fire pass", phases):
         fired = deployment.run_pass()
+    assert fired["timers_fired"] == 1, fired
     with deployment.measured("signal", phases):
         deployment.call_api("POST", "/workflows/run-0/signals/go", {"payload": None})
     status = deployment.engines[0].describe("run-0").status
@@ -185,7 +181,6 @@ def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[P
     deployment.clock.advance(SLEEP)
     with deployment.measured("clean-up pass", phases):
         deployment.run_pass()
-    assert fired, fired
     deployment.close()
     return phases
 
