@@ -121,9 +121,8 @@ class PartitionMeter:
             write_one(action)
 
         def counted_transact(actions: list[Any]) -> None:
-            for action in actions:
-                if action.kind != "ConditionCheck":
-                    self.writes[action.key.partition] += action.units() * TRANSACTION_MULTIPLIER
+            for action in actions:  # a condition check is billed as a write too
+                self.writes[action.key.partition] += action.units() * TRANSACTION_MULTIPLIER
             transact(actions)
 
         def counted_delete(chunk: Any) -> None:

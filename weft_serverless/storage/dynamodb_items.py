@@ -19,7 +19,6 @@ from weft_serverless.storage.dynamodb_meter import (
     MAX_ITEM_BYTES,
     MAX_TRANSACTION_BYTES,
     item_size,
-    read_units,
     write_units,
 )
 from weft_serverless.storage.dynamodb_schema import (
@@ -98,10 +97,9 @@ class Action:
         return item_size(self.item if self.item is not None else key_attributes(self.key))
 
     def units(self) -> int:
-        """Units of this action done once: writes by the larger of new and replaced item,
-        condition checks as a read of the item the condition implies."""
-        if self.kind == "ConditionCheck":
-            return read_units(self.old_size)
+        """Write units of this action done once: by the larger of new and replaced item; a
+        condition check by the item the condition implies, since a transaction bills its
+        every item as a write (ADR 0052)."""
         new = self.size if self.kind == "Put" else 0
         return write_units(max(new, self.old_size))
 

@@ -177,15 +177,14 @@ class Writes:
     def _transact(self, actions: list[Action]) -> None:
         items: list[Any] = [action.transact_item(self._table) for action in actions]
         token = commit_token(self._table, actions)
-        writes = sum(a.units() for a in actions if a.kind != "ConditionCheck")
-        checks = sum(a.units() for a in actions if a.kind == "ConditionCheck")
+        # Every item twice, a ConditionCheck as a write of the item it checks (ADR 0052).
+        units = sum(a.units() for a in actions)
 
         def bill() -> None:
             # A cancelled transaction is billed too; estimated here as if it had committed.
             self._meter.record(
                 "TransactWriteItems",
-                write_units=writes * TRANSACTION_MULTIPLIER,
-                read_units=checks * TRANSACTION_MULTIPLIER,
+                write_units=units * TRANSACTION_MULTIPLIER,
                 bytes_written=sum(a.size for a in actions if a.kind == "Put"),
             )
 
