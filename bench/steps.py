@@ -20,11 +20,16 @@ every step commit is one fsync). Run from the repository root::
    commit into a second file, timed apart), so both see the same disk; the ratio is of the
    medians over ``--runs`` runs. Every commit is one fsync either way: the ratio, and the
    microseconds a step takes over a raw commit, are what the engine adds to it.
-3. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
+3. A SQLite step under each ownership mode (``none``, ``lease``, ``workflow-lease``):
+   wall and CPU microseconds per step and their ratio to ``none``, and commits per step
+   (each one fsync). Under ``workflow-lease`` a step commits on the run's head, its previous
+   step's write-out in the same batch (ADR 0051): one commit, as under ``none``. CPU time is
+   the figure to compare on a loaded machine. ``--modes-only`` prints this section alone.
+4. Resume cost: a workflow parks on a signal after N steps; a fresh engine on the same store
    (a new SQLite connection, as a restarted process would open) recovers it, then receives
    the signal and finishes. Both replay all N steps from the op log, so time and items read
    grow with N, while requests stay flat (one range read of the workflow's partition).
-4. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
+5. Resume after ``continue_as_new``: the same, for a run parked after N steps in the last of
    R runs chained by ``continue_as_new`` (R x N steps in all). Items read follow N, not R x N:
    earlier runs' records are deleted by the drive after each continue.
 """
@@ -41,13 +46,15 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from weft_serverless import Engine, MemoryStorage, SQLiteStorage, WorkflowContext, workflow
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 
 HISTORY_LENGTHS = (10, 100, 1000)
+Mode = Literal["none", "lease", "workflow-lease"]
+MODES: tuple[Mode, ...] = ("none", "lease", "workflow-lease")
 RUN_LENGTHS = "100,1000,10000"
 # The store's table (storage/sqlite.py), for the raw commits measured beside it.
 RAW_SCHEMA = (
@@ -162,8 +169,10 @@ def store(backend: str) -> Iterator[Opener]:
                 handle.close()
 
 
-def engine_on(storage: Storage, *, recover: bool = False) -> Engine:
-    return Engine.create(storage, WORKFLOWS, background_tasks="manual", recover=recover)
+def engine_on(storage: Storage, *, recover: bool = False, ownership: Mode = "none") -> Engine:
+    return Engine.create(
+        storage, WORKFLOWS, background_tasks="manual", recover=recover, ownership=ownership
+    )
 
 
 def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
@@ -179,10 +188,12 @@ def per_step(backend: str, steps: int, runs: int) -> dict[str, float]:
     return figures
 
 
-def one_run(storage: Storage, steps: int) -> tuple[float, dict[str, int], list[Row]]:
+def one_run(
+    storage: Storage, steps: int, ownership: Mode = "none"
+) -> tuple[float, dict[str, int], list[Row]]:
     """Drive one sequential run: its wall time, the store's counters, and the op records
     it wrote (what a raw commit of the same bytes inserts)."""
-    engine = engine_on(storage)
+    engine = engine_on(storage, ownership=ownership)
     storage.stats.reset()
     began = time.perf_counter()
     handle = engine.start("sequential", steps, id="bench")
@@ -204,6 +215,24 @@ def _figures(wall: float, steps: int, counters: dict[str, int]) -> dict[str, flo
         "items": counters["items_written"] / steps,
         "requests": counters["requests"] / steps,
     }
+
+
+def sqlite_by_mode(steps: int, runs: int, ownership: Mode) -> dict[str, float]:
+    """Per step on SQLite under an ownership mode: the median wall and CPU time of driving
+    ``steps`` activities inline, and writes (commits, each one fsync) per step. CPU time is
+    the figure to compare on a loaded machine; wall time holds the fsyncs."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    counters: dict[str, int] = {}
+    for _ in range(runs):
+        with store("sqlite") as open_store:
+            cpu = time.process_time()
+            elapsed, counters, _rows = one_run(open_store(), steps, ownership)
+            cpus.append(time.process_time() - cpu)
+            walls.append(elapsed)
+    figures = _figures(statistics.median(walls), steps, counters)
+    figures["cpu_us"] = statistics.median(cpus) / steps * 1e6
+    return figures
 
 
 def sqlite_against_raw(steps: int, runs: int, *, autocommit: bool = False) -> dict[str, float]:
@@ -282,6 +311,27 @@ def resume(backend: str, steps: int, runs: int, chain: int = 0) -> dict[str, flo
     }
 
 
+def by_mode(steps: int, runs: int) -> None:
+    """Print the SQLite per-step figures of each ownership mode, against mode ``none``."""
+    print(
+        f"\nPer step on SQLite by ownership mode: {steps} steps x {runs} runs, "
+        "medians (wall holds the fsyncs; CPU time is the engine's own work)"
+    )
+    print(
+        f"{'mode':<15} {'us/step':>9} {'x none':>7} {'cpu us/step':>12} {'x none':>7} "
+        f"{'writes/step':>12} {'requests/step':>14}"
+    )
+    base: dict[str, float] = {}
+    for mode in MODES:
+        m = sqlite_by_mode(steps, runs, mode)
+        base = base or m
+        print(
+            f"{mode:<15} {m['us_per_step']:>9.0f} {m['us_per_step'] / base['us_per_step']:>7.2f} "
+            f"{m['cpu_us']:>12.0f} {m['cpu_us'] / base['cpu_us']:>7.2f} {m['writes']:>12.3f} "
+            f"{m['requests']:>14.3f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument(
@@ -296,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="raw commits as one INSERT each, its own transaction (default: BEGIN, INSERT, COMMIT)",
     )
+    parser.add_argument(
+        "--modes-only",
+        action="store_true",
+        help="print only the SQLite per-step figures by ownership mode",
+    )
     args = parser.parse_args(argv)
     lengths = [int(length) for length in args.lengths.split(",") if length.strip()]
     began = time.perf_counter()
@@ -303,6 +358,10 @@ def main(argv: list[str] | None = None) -> int:
         f"weft bench/steps.py: Python {platform.python_version()}, SQLite "
         f"{sqlite3.sqlite_version} (synchronous=FULL), {platform.system()} {platform.machine()}"
     )
+
+    if args.modes_only:
+        by_mode(args.steps, args.runs)
+        return 0
 
     print(f"\nPer step on memory: N sequential trivial activities, median of {args.runs}")
     print(
@@ -333,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{sq['over_us']:>12.0f} {sq['value_bytes']:>12.0f} {sq['writes']:>12.3f} "
         f"{sq['requests']:>14.3f}"
     )
+
+    by_mode(args.steps, args.runs)
 
     print(
         f"\nResume: parked after N steps; a fresh engine recovers it, then a signal finishes it "

@@ -303,9 +303,9 @@ def step_commit_epochs(write: Write) -> dict[str, int]:
             continue
         if op.key == keys.owner_head_key(wf):
             head = Head.from_bytes(op.value)
-            if head.slot is not None and len(write.ops) == 1:  # a claim writes more
+            if head.slot is not None and is_head_step(write):  # a claim writes more
                 slots[f"{op.key.partition}/{keys.OP_PREFIX}{head.slot}"] = head.epoch
-        elif _is_op_record(op.key) and not is_write_out(write):
+        elif _is_op_record(op.key) and not is_write_out(write) and not is_head_step(write):
             epoch = step_fence(write, wf)
             if epoch is not None and not decode(op.value).get(TOMBSTONE):
                 slots[f"{op.key.partition}/{op.key.sort}"] = epoch
@@ -322,6 +322,24 @@ def step_fence(write: Write, workflow_id: str) -> int | None:
     if head is None or head.expected is None:
         return None
     return Head.from_bytes(head.expected).epoch
+
+
+def is_head_step(write: Write) -> bool:
+    """A plain step's commit on its run's head: the head put alone, or (on a store that
+    folds them, ADR 0051) with the write-out of the step before it and the new step's blob
+    in the same batch. A claim or a rotation puts other records beside the head."""
+    heads = [op for op in write.ops if op.key.sort == keys.OWNER_HEAD]
+    return len(heads) == 1 and all(op in heads or folded_write(op) for op in write.ops)
+
+
+def folded_write(op: Op) -> bool:
+    """A write a step's head batch may carry beside the head: a write-out of a committed
+    step (stamped with its epoch) or a blob."""
+    if not isinstance(op, Put) or workflow_of(op.key) is None:
+        return False
+    if op.key.sort.startswith(keys.BLOB_PREFIX):
+        return True
+    return _is_op_record(op.key) and FENCE_EPOCH in decode(op.value)
 
 
 def is_write_out(write: Write) -> bool:

@@ -59,6 +59,12 @@ class Capabilities:
     conditional_batch: bool
     atomic_batch: bool
     persistence: Persistence
+    cheap_multi_item_batch: bool = False
+    """A conditional batch of several items costs what a single-item write costs (one
+    commit, one fsync), so two writes that may land together are cheaper as one batch.
+    False where each item of a batch is billed extra (a DynamoDB transaction bills every
+    item twice, where two single-item puts bill each once): there, separate writes stay
+    cheaper, and the engine sends them apart."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ _CAPABILITIES = Capabilities(
     conditional_batch=True,
     atomic_batch=True,
     persistence="local",
+    cheap_multi_item_batch=True,  # one transaction, one fsync, however many rows
 )
 
 _PAGE_ROWS = 256

@@ -2,11 +2,11 @@
 
 A step is committed by a batch that puts its ``op#`` record fenced on the owner epoch, or,
 on a run with a head (ADR 0037), by a head put that carries a new inline step. A write-out
-of an inline step puts a record committed already; a tombstone forgets one. The ledger walks
-every landed write in order and files what breaks the rules: a step committed twice, a
-commit by an engine that did not hold the run's epoch, or an ``op#`` item that lands and
-that a reader would count although no commit made it (the one kind of write a deposed owner
-can still land must be one no reader counts).
+of an inline step puts a record committed already, alone or in the head put's batch (ADR
+0051); a tombstone forgets one. The ledger walks every landed write in order and files what
+breaks the rules: a step committed twice, a commit by an engine that did not hold the run's
+epoch, or an ``op#`` item that lands and that a reader would count although no commit made
+it (the one kind of write a deposed owner can still land must be one no reader counts).
 """
 
 from __future__ import annotations
@@ -110,6 +110,11 @@ class StepLedger:
         fences = (keys.owner_epoch_key(wf), keys.owner_head_key(wf))
         stamped = isinstance(record, dict) and FENCE_EPOCH in record
         if stamped and not any(c.key in fences for c in entry.conditions):
+            self._write_out(where, wf, op, record)
+            return
+        if stamped and any(o.key == keys.owner_head_key(wf) for o in entry.ops):
+            # in the batch of a head put (a store that folds the write-out into the step's
+            # commit, ADR 0051): a write-out all the same, which commits nothing
             self._write_out(where, wf, op, record)
             return
         if op.key in self.live:

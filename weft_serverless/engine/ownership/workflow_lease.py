@@ -42,7 +42,7 @@ from weft_serverless.errors import (
     WorkflowWakeDiscarded,
 )
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Put
+from weft_serverless.storage.base import Condition, Op, Put
 
 
 class WorkflowLease(Takeover):
@@ -106,14 +106,34 @@ class WorkflowLease(Takeover):
         blob: Put | None = None,
     ) -> bool:
         """One conditional put of the head, carrying the step inline, after the previous
-        inline step is written out: the step's whole commit (ADR 0037)."""
+        inline step is written out: the step's whole commit (ADR 0037).
+
+        On a store whose batches cost one commit however many items they hold (SQLite), the
+        write-out, the blob and the head put go as one batch under both their conditions
+        (ADR 0051): one commit per step where the separate writes cost three. The stored
+        items are the same as the separate writes leave, so the reader rule and the layout
+        do not change. Refused, the batch lands nothing, and the step is committed as on
+        any other store: the write-out alone (which settles a changed slot by reading it
+        back), then the head put, refused in turn if the head has moved.
+        """
         claim = self.claims.get(workflow_id)
         if claim is None or claim.head is None:
             raise EngineDeposedError(workflow_id)
+        key = keys.owner_head_key(workflow_id)
+        if self.host.storage.capabilities().cheap_multi_item_batch:
+            with claim.writes:
+                new = Head.from_bytes(claim.head).with_step(slot, record)
+                conditions, ops = _folded(workflow_id, claim.unwritten, blob)
+                conditions.append(Condition(key, claim.head))
+                ops.append(Put(key, new))
+                if self.host.write(conditions, ops):
+                    claim.head, claim.unwritten = new, Unwritten(slot, record, expected)
+                    return True
+                if claim.unwritten is None:  # the head alone was conditioned: it moved
+                    return False
         self.flush(workflow_id)
         if blob is not None:  # a plain put: landing without its head, it is named by nothing
             self.host.write([], [blob])
-        key = keys.owner_head_key(workflow_id)
         with claim.writes:
             new = Head.from_bytes(claim.head).with_step(slot, record)
             if not self.host.write([Condition(key, claim.head)], [Put(key, new)]):
@@ -347,6 +367,23 @@ class WorkflowLease(Takeover):
 
 
 WRITE_OUT_ATTEMPTS = 3
+
+
+def _folded(
+    workflow_id: str, step: Unwritten | None, blob: Put | None
+) -> tuple[list[Condition], list[Op]]:
+    """What a step's one batch writes before its head: the inline step before it, written
+    out on what its slot held when read (as ``flush`` writes it), and the blob the new step
+    names (unconditioned, as it is put alone)."""
+    conditions: list[Condition] = []
+    ops: list[Op] = []
+    if step is not None:
+        item = keys.op_key(workflow_id, step.slot)
+        conditions.append(Condition(item, step.expected))
+        ops.append(Put(item, step.record))
+    if blob is not None:
+        ops.append(blob)
+    return conditions, ops
 
 
 def _newer(found: bytes, step: Unwritten) -> bool:
