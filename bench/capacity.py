@@ -40,10 +40,11 @@ import capacity_model as model
 
 from weft_serverless import Engine, workflow
 from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
-from weft_serverless.errors import ClockSkewDetected
+from weft_serverless.errors import ClockSkewDetected, ConfigurationError
 from weft_serverless.storage import keys
 from weft_serverless.storage.dynamodb import DynamoDBStorage
 from weft_serverless.storage.dynamodb_meter import TRANSACTION_MULTIPLIER
+from weft_serverless.storage.shard_layout import check_shards
 from weft_serverless.testing import VirtualClock, moto_dynamodb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,7 +304,7 @@ def measure_firing(
     return out[0], out[1]
 
 
-def deployment(shards: int | None, tick: float) -> model.Deployment:
+def deployment(shards: int | dict[str, int] | None, tick: float) -> model.Deployment:
     from weft_serverless.aws.maintenance import DEFAULT_MARGIN
 
     source = (ROOT / "infra" / "weft_serverless_infra" / "construct.py").read_text()
@@ -316,7 +317,7 @@ def deployment(shards: int | None, tick: float) -> model.Deployment:
         api_throttle_rate=found["api_throttle_rate"],
         api=strings["api"],
         max_timers_per_pass=MAX_TIMERS_PER_PASS,
-        shards=shards or keys.TIMER_SHARDS,
+        shards=keys.DEFAULT_COUNT if shards is None else shards,
         tick_seconds=tick,
     )
 
@@ -484,6 +485,17 @@ def report_load(measured: model.Measured, load: model.Load, deploy: model.Deploy
             f"throttle of {deploy.api_throttle_rate:.0f} req/s (api_throttle_rate)"
         )
 
+    print("\nshard headroom per index (one shard's write units/s against 1,000 WCU)")
+    print(
+        f"  {'index':<12}{'shards':>7}{'hottest class':>22}{'WCU/s':>11}{'used':>8}{'headroom':>10}"
+    )
+    for row in model.index_headroom(measured, load, deploy):
+        room = "idle" if row.headroom == float("inf") else f"{row.headroom:,.1f}x"
+        print(
+            f"  {row.index:<12}{row.shards:>7}{row.hottest:>22}"
+            f"{row.write_units_per_second:>11,.2f}{row.share_of_limit:>8.1%}{room:>10}"
+        )
+
     print("\nhottest partitions (write units/s on one partition; limit 1,000)")
     for rate in model.partition_rates(measured, load, deploy):
         if rate.name == model.RUN_PARTITION:
@@ -531,6 +543,23 @@ def report_load(measured: model.Measured, load: model.Load, deploy: model.Deploy
     )
 
 
+def parse_shards(text: str) -> int | dict[str, int]:
+    """``8`` (every index) or ``timers=16,claims=16`` (those; the rest keep the default),
+    checked as ``Engine.create(shards=...)`` checks them."""
+    try:
+        if text.isdigit():
+            check_shards(dict.fromkeys(keys.INDEXES, int(text)))
+            return int(text)
+        pairs = dict(part.split("=", 1) for part in text.split(","))
+        counts = {name.strip(): int(value) for name, value in pairs.items()}
+        check_shards(counts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"8 or timers=16,claims=16, not {text!r}") from None
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -545,9 +574,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--shards",
-        type=int,
+        type=parse_shards,
         default=None,
-        help=f"timer/index shards (engine: {keys.TIMER_SHARDS})",
+        help="shards per index, as the store is created with them: one count for every "
+        "index (8) or some of them (timers=16,claims=16; the rest "
+        f"{keys.DEFAULT_COUNT}); indexes: {', '.join(keys.INDEXES)}",
     )
     parser.add_argument(
         "--tick", type=float, default=0.0, help="WEFT_MAINTENANCE_TICK_SECONDS (0: one pass)"

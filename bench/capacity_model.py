@@ -64,13 +64,43 @@ class Deployment:
     api_throttle_rate: float = 100.0
     api: str = "rest"
     max_timers_per_pass: int = 1000
-    shards: int = 4
+    shards: int | Mapping[str, int] = 4
+    """Shards per index (``timers``, ``status``, ``claims``, ``visibility``, ``outbox``, as
+    ``Engine.create(shards=...)`` takes them; unlisted: 4), or one count for all of them."""
     tick_seconds: float = 0.0
     """``WEFT_MAINTENANCE_TICK_SECONDS``: 0 runs one pass per invocation, else one per tick."""
 
     @property
     def passes_per_day(self) -> float:
         return SECONDS_PER_DAY / self.maintenance_rate_seconds
+
+    def shards_of(self, partition_class: str) -> int:
+        """The deployed shard count of a sharded partition class (``status#running``: the
+        status index's)."""
+        return count_of(self.shards, partition_class)
+
+
+DEFAULT_SHARDS = 4
+INDEXES = ("timers", "status", "claims", "visibility", "outbox")
+"""The sharded indexes, as ``Engine.create(shards=...)`` names them."""
+
+
+def index_of(partition_class: str) -> str | None:
+    """The index a sharded partition class belongs to (None: not a sharded index).
+
+    ``status#running`` -> ``status``; ``sa#customer`` and ``tag`` -> ``visibility``.
+    """
+    head = partition_class.split("#", 1)[0]
+    return {"sa": "visibility", "tag": "visibility"}.get(head) or (
+        head if head in ("timers", "status", "claims", "outbox") else None
+    )
+
+
+def count_of(shards: int | Mapping[str, int], partition_class: str) -> int:
+    if isinstance(shards, int):
+        return shards
+    index = index_of(partition_class)
+    return shards.get(index, DEFAULT_SHARDS) if index is not None else 1
 
 
 DEPLOYMENT_SETTINGS = (
@@ -187,15 +217,17 @@ def is_sharded(partition: str) -> bool:
     return not partition.startswith("wf#") and re.search(r"#\d+$", partition) is not None
 
 
-def idle_pass_at(measured: Measured, shards: int) -> Units:
-    """An idle pass with ``shards`` shards: the per-shard reads scale, the rest stays.
+def idle_pass_at(measured: Measured, shards: int | Mapping[str, int]) -> Units:
+    """An idle pass with ``shards`` shards (one count, or one per index): the per-shard
+    reads scale, the rest stays.
 
     Each shard read of an empty range is one request of one read unit (DynamoDB bills a
     query of nothing as one unit).
     """
     extra = 0.0
     for name, requests in measured.idle_shard_requests.items():
-        extra += requests / measured.measured_shards.get(name, 1) * shards - requests
+        extra += requests / measured.measured_shards.get(name, 1) * count_of(shards, name)
+        extra -= requests
     return measured.idle_pass + Units(requests=extra, read_units=extra)
 
 
@@ -292,7 +324,7 @@ class PartitionRate:
 def partition_rates(measured: Measured, load: Load, deploy: Deployment) -> list[PartitionRate]:
     """Write units per second on one partition of each class at this load, hottest first.
 
-    A sharded class's writes spread evenly over ``deploy.shards`` shards (runs hash to
+    A sharded class's writes spread evenly over its index's shards (runs hash to
     shards by id); an unsharded shared partition takes all of them. A run's own partition
     takes only that run's writes: its figure is the run's mean over a day, which no load
     changes (a burst of one run's steps is bounded by one engine's commit rate). Idle
@@ -305,10 +337,56 @@ def partition_rates(measured: Measured, load: Load, deploy: Deployment) -> list[
         if name == RUN_PARTITION:
             rates.append(PartitionRate(name, 0, units / SECONDS_PER_DAY))
             continue
-        shards = deploy.shards if name in measured.measured_shards else 1
+        shards = deploy.shards_of(name) if name in measured.measured_shards else 1
         idle = measured.idle_partition_writes.get(name, 0.0) * passes_per_second
         rates.append(PartitionRate(name, shards, (units * load.runs_per_second + idle) / shards))
     return sorted(rates, key=lambda rate: rate.write_units_per_second, reverse=True)
+
+
+@dataclass(frozen=True)
+class IndexHeadroom:
+    """One index at one load: its shards, the hottest of its partition classes and the write
+    units a second one shard of it takes, against DynamoDB's per-partition limit."""
+
+    index: str
+    shards: int
+    hottest: str
+    write_units_per_second: float
+
+    @property
+    def share_of_limit(self) -> float:
+        return self.write_units_per_second / PARTITION_WRITE_LIMIT
+
+    @property
+    def headroom(self) -> float:
+        """How many times this load one shard still takes before its limit (inf: idle)."""
+        if not self.write_units_per_second:
+            return math.inf
+        return PARTITION_WRITE_LIMIT / self.write_units_per_second
+
+
+def index_headroom(measured: Measured, load: Load, deploy: Deployment) -> list[IndexHeadroom]:
+    """Each sharded index's hottest class at this load, with the deployed counts, least
+    headroom first; an index the workload never wrote comes last, idle (class ``-``)."""
+    hottest: dict[str, PartitionRate] = {}
+    for rate in partition_rates(measured, load, deploy):
+        index = index_of(rate.name)
+        if index is None or rate.name not in measured.measured_shards:
+            continue
+        if (
+            index not in hottest
+            or rate.write_units_per_second > hottest[index].write_units_per_second
+        ):
+            hottest[index] = rate
+    rows = [
+        IndexHeadroom(index, rate.shards, rate.name, rate.write_units_per_second)
+        if (rate := hottest.get(index)) is not None
+        else IndexHeadroom(
+            index, deploy.shards_of("tag" if index == "visibility" else index), "-", 0.0
+        )
+        for index in INDEXES
+    ]
+    return sorted(rows, key=lambda row: row.headroom)
 
 
 def shards_needed(units_per_run: float, load: Load, headroom: float = 0.5) -> int:
@@ -405,7 +483,8 @@ def limits(measured: Measured, load: Load, deploy: Deployment) -> list[tuple[str
                 (
                     f"partition write limit on {rate.name} ({rate.shards} shards)",
                     PARTITION_WRITE_LIMIT / rate.write_units_per_second * SECONDS_PER_DAY,
-                    "the shard counts in storage/keys (a code change)",
+                    f"the {index_of(rate.name)} shard count, chosen when the store is created "
+                    "(Engine.create(shards=...), ADR 0050)",
                 )
             )
     day = dynamodb_per_day(measured, one, deploy)

@@ -90,7 +90,9 @@ def run_items(n: int) -> list[Put]:
         extra=extra,
     )
     ops: list[Put] = [Put(keys.state_key(state.id), state.to_bytes())]
-    ops += [op for op in visibility.index_ops(None, state) if isinstance(op, Put)]
+    ops += [
+        op for op in visibility.index_ops(keys.DEFAULT_SHARDS, None, state) if isinstance(op, Put)
+    ]
     return ops
 
 

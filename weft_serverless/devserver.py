@@ -79,6 +79,8 @@ class DevConfig:
     tick: float = 1.0
     table: str = DEFAULT_TABLE
     verbose: bool = False
+    shards: str = ""
+    """``WEFT_SHARDS`` for the table (``timers=16``; empty: the defaults), ADR 0050."""
 
 
 # -- the HTTP front door ---------------------------------------------------------------------
@@ -185,7 +187,7 @@ class DevServer:
 
     def _configure_environment(self) -> None:
         """Set what the handlers read at import: fake credentials, region, table, module."""
-        from weft_serverless.aws.runtime import OWNERSHIP_ENV, WORKFLOWS_MODULE_ENV
+        from weft_serverless.aws.runtime import OWNERSHIP_ENV, SHARDS_ENV, WORKFLOWS_MODULE_ENV
         from weft_serverless.storage.dynamodb_schema import ENDPOINT_URL_ENV, TABLE_NAME_ENV
 
         self.region = (
@@ -203,6 +205,8 @@ class DevServer:
             }
         )
         os.environ.setdefault(OWNERSHIP_ENV, DEFAULT_OWNERSHIP)
+        if self.config.shards:
+            os.environ[SHARDS_ENV] = self.config.shards
         os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "weft-dev")
         # The handlers' JSON lines (one per request and per tick) and EMF metrics drown the
         # compact log locally; --verbose (or the variables themselves) bring them back.

@@ -9,6 +9,7 @@ and ``docs/decisions/0017-deploy-defaults.md``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy
@@ -79,6 +80,10 @@ class WeftServerless(Construct):
             function, ``WEFT_EVENT_BUS`` for both functions, and an example rule sending
             failed runs to the alarm topic. Off by default: no outbox is written then.
         event_bus: The bus to use with ``run_events`` (e.g. the account's default bus).
+        shards: Shard counts of the table's indexes, chosen once when it is created (ADR
+            0050): ``{"timers": 16, "claims": 16}``; unlisted indexes keep 4. Both functions
+            get ``WEFT_SHARDS``; an engine refuses a table created with other counts, so
+            change it only on a new table (docs/scaling.md, "Shard counts").
         tracing: X-Ray active tracing (ADR 0042): both functions (``Tracing.ACTIVE``, with
             the X-Ray write actions it needs) and the REST API stage (X-Ray cannot trace an
             HTTP API). Export powertools' ``Tracer()`` as ``tracer`` from the workflows
@@ -132,6 +137,7 @@ class WeftServerless(Construct):
         run_events: bool = False,
         event_bus: events.IEventBus | None = None,
         tracing: bool = False,
+        shards: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         rate = maintenance_rate or Duration.minutes(1)
@@ -174,6 +180,8 @@ class WeftServerless(Construct):
             environment[names.OFFLOAD_BUCKET_ENV] = offload_bucket.bucket_name
         if event_bus is not None and not run_events:
             raise ValueError("event_bus is used only with run_events=True")
+        if shards is not None:
+            environment[names.SHARDS_ENV] = _shards_setting(shards)
         code = lambda_.Code.from_asset(code_path)
         self.api_handler = api_fn = WeftFunction(
             self,
@@ -367,6 +375,24 @@ def _check_api(
         problems.append("api_throttle_rate must be > 0 and api_throttle_burst at least 1")
     if problems:
         raise ValueError("WeftServerless: " + "; ".join(problems))
+
+
+def _shards_setting(shards: Mapping[str, int]) -> str:
+    """``WEFT_SHARDS`` for ``shards``, checked at synth as the engine checks it."""
+    unknown = sorted(set(shards) - set(names.SHARD_INDEXES))
+    if unknown:
+        raise ValueError(
+            f"WeftServerless: shards names unknown index(es) {unknown}; "
+            f"the indexes are {list(names.SHARD_INDEXES)}"
+        )
+    for name, count in shards.items():
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise ValueError(f"WeftServerless: shards[{name!r}] must be a whole number")
+        if not 1 <= count <= names.MAX_SHARDS:
+            raise ValueError(
+                f"WeftServerless: shards[{name!r}] must be from 1 to {names.MAX_SHARDS}"
+            )
+    return ",".join(f"{name}={shards[name]}" for name in names.SHARD_INDEXES if name in shards)
 
 
 def _check_settings(

@@ -22,6 +22,9 @@ OFFLOAD_PREFIX = "weft-values/"
 WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
 OWNERSHIP_ENV = "WEFT_OWNERSHIP"
 EVENT_BUS_ENV = "WEFT_EVENT_BUS"
+SHARDS_ENV = "WEFT_SHARDS"
+SHARD_INDEXES = ("timers", "status", "claims", "visibility", "outbox")
+MAX_SHARDS = 256
 EVENT_SOURCE = "weft"
 """The ``Source`` of every run event (``EventBridgeSink``'s default)."""
 OWNERSHIP = "workflow-lease"

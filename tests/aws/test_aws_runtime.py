@@ -25,6 +25,7 @@ from weft_serverless.aws import (
     reset_engine,
 )
 from weft_serverless.aws import runtime as aws_runtime
+from weft_serverless.storage import keys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +85,23 @@ def test_ownership_comes_from_the_environment(
     engine = build_engine(storage=MemoryStorage())
     assert engine.runtime.fence.mode == "none"
     assert engine.runtime.background_tasks == "manual"
+
+
+def test_shard_counts_come_from_the_environment(
+    from_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEFT_SHARDS", "timers=16,claims=8")
+    storage = MemoryStorage()
+    engine = build_engine(storage=storage)
+    assert (engine.runtime.shards.timers, engine.runtime.shards.claims) == (16, 8)
+    assert engine.runtime.shards.status == 4
+    assert storage.get(keys.meta_key(keys.LAYOUT)) is not None  # the table now keeps them
+    monkeypatch.setenv("WEFT_SHARDS", "timers=32")  # a redeploy with other counts: refused
+    with pytest.raises(ConfigurationError, match="created with"):
+        build_engine(storage=storage)
+    monkeypatch.setenv("WEFT_SHARDS", "timers=lots")
+    with pytest.raises(ConfigurationError, match="timers=16,claims=16"):
+        build_engine(storage=MemoryStorage())
 
 
 @pytest.mark.parametrize(

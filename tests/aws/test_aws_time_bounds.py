@@ -228,9 +228,13 @@ def test_the_latest_instant_plus_many_durations_still_sorts_as_a_key() -> None:
     instant a caller may name, plus thirty of the longest durations, still fits."""
     due = MAX_INSTANT + 30 * MAX_DURATION
     assert due < KEY_LIMIT
-    sort = keys.timer_key(due, "wf", "s00000001").sort
+    sort = keys.timer_key(keys.DEFAULT_SHARDS, due, "wf", "s00000001").sort
     assert len(sort.split("#")[0]) == 16
-    assert keys.timer_key(0, "wf", "x").sort < keys.timer_key(MAX_INSTANT, "wf", "x").sort < sort
+    assert (
+        keys.timer_key(keys.DEFAULT_SHARDS, 0, "wf", "x").sort
+        < keys.timer_key(keys.DEFAULT_SHARDS, MAX_INSTANT, "wf", "x").sort
+        < sort
+    )
     assert datetime.datetime.fromtimestamp(MAX_INSTANT, datetime.UTC).year == 9999
 
 

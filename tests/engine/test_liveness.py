@@ -306,7 +306,7 @@ def _seed_retired_runs(storage: Any, ids: list[str], due: float) -> None:
     for workflow_id in ids:
         state = WorkflowState(workflow_id, "retired", "1", RUNNING, encode(None), T0, T0)
         ops.append(Put(keys.state_key(workflow_id), state.to_bytes()))
-        timer = keys.timer_key(due, workflow_id, "s" + keys.step_slot(0))
+        timer = keys.timer_key(keys.DEFAULT_SHARDS, due, workflow_id, "s" + keys.step_slot(0))
         ops.append(Put(timer, encode({"wf": workflow_id, "kind": "sleep"})))
     size = storage.capabilities().max_batch_ops
     for start in range(0, len(ops), size):
@@ -375,7 +375,7 @@ def test_retained_copies_of_one_timer_are_deferred_as_one(storage_factory: Opene
     new_run = _ids_in_shard(1, 1, "fresh")[0]
     retired = _ids_in_shard(0, cap - 1, "retired")
     _seed_retired_runs(te.storage, retired, T0)
-    copy = keys.timer_key(T0 - 0.5, retired[0], "s" + keys.step_slot(0))
+    copy = keys.timer_key(keys.DEFAULT_SHARDS, T0 - 0.5, retired[0], "s" + keys.step_slot(0))
     te.storage.put(copy, encode({"wf": retired[0], "kind": "sleep"}))
     te.start("sleeper", id=new_run)
     reports = []

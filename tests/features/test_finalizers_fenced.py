@@ -217,7 +217,7 @@ def test_every_mode_runs_a_teardown_and_leaves_no_claim(
         teardown = engine.describe(workflow_id).teardown
         assert teardown is not None and teardown["status"] == "completed"
         assert store.get(keys.owner_holder_key(workflow_id)) is None
-        assert store.get(keys.claim_index_key(workflow_id)) is None
+        assert store.get(keys.claim_index_key(keys.DEFAULT_SHARDS, workflow_id)) is None
     clock.advance(3600)
     engine.run_maintenance()
     assert len(calls.log) == 2

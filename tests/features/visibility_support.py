@@ -84,6 +84,6 @@ def assert_index_matches_state(storage: Storage, workflow_id: str) -> WorkflowSt
     """The index holds exactly the items the stored state implies (none for no state)."""
     data = storage.get(keys.state_key(workflow_id))
     state = None if data is None else WorkflowState.from_bytes(data)
-    expected = {} if state is None else visibility.entries(state)
+    expected = {} if state is None else visibility.entries(keys.DEFAULT_SHARDS, state)
     assert index_items(storage, workflow_id) == expected
     return state

@@ -184,6 +184,7 @@ def _build(cdk: Any, outdir: Path, asset_dir: Path) -> tuple[Any, Synth, Synth, 
         api_throttle_rate=20,
         api_throttle_burst=40,
         api_cloudwatch_role=True,
+        shards={"claims": 16, "timers": 8},
     )
     caller = iam.Role(custom_stack, "Caller", assumed_by=iam.AccountRootPrincipal())
     custom.grant_invoke(caller)

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from weft_serverless_infra import names
 
-from weft_serverless.storage import dynamodb_schema
+from weft_serverless.aws import runtime
+from weft_serverless.storage import dynamodb_schema, keys
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +25,9 @@ def test_duplicated_names_agree_with_the_runtime() -> None:
     assert names.TTL_ATTRIBUTE == dynamodb_schema.TTL_ATTRIBUTE
     assert names.TABLE_NAME_ENV == dynamodb_schema.TABLE_NAME_ENV
     assert names.OFFLOAD_BUCKET_ENV == dynamodb_schema.OFFLOAD_BUCKET_ENV
+    assert names.SHARDS_ENV == runtime.SHARDS_ENV
+    assert names.SHARD_INDEXES == keys.INDEXES
+    assert names.MAX_SHARDS == keys.MAX_COUNT
 
 
 def test_offload_grant_covers_the_adapter_default_prefix() -> None:

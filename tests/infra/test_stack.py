@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from weft_serverless.aws.runtime import SHARDS_ENV
 from weft_serverless.storage.dynamodb_schema import (
     OFFLOAD_BUCKET_ENV,
     TABLE_NAME_ENV,
@@ -171,7 +172,10 @@ def test_default_functions(synthesis: Synthesis) -> None:
 
 def test_custom_functions(synthesis: Synthesis) -> None:
     synth = synthesis.custom
-    env = _environment(synth, "shop.flows", "shop", "Shop") | {OFFLOAD_BUCKET_ENV: OFFLOAD_BUCKET}
+    env = _environment(synth, "shop.flows", "shop", "Shop") | {
+        OFFLOAD_BUCKET_ENV: OFFLOAD_BUCKET,
+        SHARDS_ENV: "timers=8,claims=16",  # read back by parse_shards in every function
+    }
     _function(
         synth,
         synth.weft.api_handler,

@@ -229,7 +229,7 @@ def holder_of(storage: Storage, workflow_id: str) -> dict[str, Any] | None:
 
 
 def claim_indexed(storage: Storage, workflow_id: str) -> bool:
-    return storage.get(keys.claim_index_key(workflow_id)) is not None
+    return storage.get(keys.claim_index_key(keys.DEFAULT_SHARDS, workflow_id)) is not None
 
 
 def timers_of(storage: Storage, workflow_id: str) -> list[Key]:

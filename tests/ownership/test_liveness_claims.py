@@ -162,7 +162,7 @@ def _seed_retired_backlog(storage: Storage, count: int, due: float) -> None:
     for n in range(count):
         workflow_id = f"retired-{n}"
         state = WorkflowState(workflow_id, "retired", "1", RUNNING, encode(None), due, due)
-        timer = keys.timer_key(due, workflow_id, "s" + keys.step_slot(0))
+        timer = keys.timer_key(keys.DEFAULT_SHARDS, due, workflow_id, "s" + keys.step_slot(0))
         storage.batch(
             [
                 Put(keys.state_key(workflow_id), state.to_bytes()),

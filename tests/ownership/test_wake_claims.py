@@ -78,7 +78,7 @@ def plant_holder(store: Storage, workflow_id: str, engine_id: str, epoch: int, a
         [
             Put(keys.owner_epoch_key(workflow_id), pack_epoch(epoch)),
             Put(keys.owner_holder_key(workflow_id), encode(holder)),
-            Put(keys.claim_index_key(workflow_id), encode({"e": engine_id})),
+            Put(keys.claim_index_key(keys.DEFAULT_SHARDS, workflow_id), encode({"e": engine_id})),
             # a run with a head carries its epoch there too (ADR 0037)
             *(
                 []
@@ -305,7 +305,9 @@ def test_a_cleanup_racing_the_activation_it_would_undo_is_refused(
     e1.run_maintenance()
     assert racing.hook is None, "the race was never injected"
     refused = journal.by("e1", committed=False)
-    assert any(Delete(keys.claim_index_key("w")) in w.ops for w in refused), refused
+    assert any(Delete(keys.claim_index_key(keys.DEFAULT_SHARDS, "w")) in w.ops for w in refused), (
+        refused
+    )
     holder = holder_of(store, "w")
     assert holder is not None and holder["engine_id"] == "e2"
     assert epoch_of(store, "w") == holder["epoch"] == 3  # cleanup 2, activation 3

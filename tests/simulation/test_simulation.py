@@ -90,8 +90,10 @@ def test_a_planted_defect_is_found_shrunk_and_reproduced(monkeypatch: pytest.Mon
     it, shrinks the schedule, and the printed replay line fails the same way."""
     real_timer_key = keys.timer_key
 
-    def late_timer(due: float, workflow_id: str, tag: str) -> keys.Key:
-        return real_timer_key(due + 86_400 if tag.startswith("s") else due, workflow_id, tag)
+    def late_timer(shards: keys.ShardCounts, due: float, workflow_id: str, tag: str) -> keys.Key:
+        return real_timer_key(
+            shards, due + 86_400 if tag.startswith("s") else due, workflow_id, tag
+        )
 
     monkeypatch.setattr(keys, "timer_key", late_timer)
     printed: list[str] = []

@@ -188,3 +188,49 @@ def test_limits_are_the_loads_at_which_each_figure_meets_its_limit() -> None:
     assert found["table write quota (on-demand default)"] == pytest.approx(40_000 / 40 * 86_400)
     ordered = [runs for _, runs, _ in m.limits(MEASURED, LOAD, DEPLOY)]
     assert ordered == sorted(ordered)
+
+
+def test_each_partition_class_belongs_to_the_index_whose_count_it_takes() -> None:
+    assert [m.index_of(name) for name in ("timers", "status#running", "claims", "outbox")] == [
+        "timers",
+        "status",
+        "claims",
+        "outbox",
+    ]
+    assert m.index_of("sa#customer") == m.index_of("tag") == "visibility"
+    assert m.index_of("meta") is None and m.index_of("wf") is None
+    per_index = m.Deployment(shards={"timers": 16})
+    assert (per_index.shards_of("timers"), per_index.shards_of("status#failed")) == (16, 4)
+    assert per_index.shards_of("meta") == 1
+
+
+def test_counts_per_index_scale_only_their_own_reads_and_writes() -> None:
+    # The idle pass reads 4 timer shards and 4 claim shards; 16 timer shards add 12 reads.
+    idle = m.idle_pass_at(MEASURED, {"timers": 16})
+    assert (idle.requests, idle.read_units) == (22, 22)
+    deploy = m.Deployment(shards={"timers": 16})
+    rates = {rate.name: rate for rate in m.partition_rates(MEASURED, LOAD, deploy)}
+    assert rates["timers"].shards == 16
+    assert rates["timers"].write_units_per_second == pytest.approx(8 * 10 / 16)
+    assert rates["status#running"].shards == 4
+    assert rates["status#running"].write_units_per_second == pytest.approx(4 * 10 / 4)
+
+
+def test_index_headroom_is_the_limit_over_one_shards_rate_least_first() -> None:
+    rows = m.index_headroom(MEASURED, LOAD, m.Deployment(shards={"timers": 16}))
+    assert [(r.index, r.shards, r.hottest) for r in rows] == [
+        ("status", 4, "status#running"),
+        ("timers", 16, "timers"),
+        ("claims", 4, "-"),  # measured as sharded, never written by this workload
+        ("visibility", 4, "-"),
+        ("outbox", 4, "-"),
+    ]
+    assert rows[2].headroom == float("inf")
+    assert rows[0].headroom == pytest.approx(1000 / 10)  # 4 units x 10 runs/s over 4 shards
+    assert rows[1].headroom == pytest.approx(1000 / 5)  # 8 units x 10 runs/s over 16 shards
+    assert rows[1].share_of_limit == pytest.approx(5 / 1000)
+    found = {name: hint for name, _, hint in m.limits(MEASURED, LOAD, DEPLOY)}
+    assert (
+        "the timers shard count, chosen when the store is created"
+        in (found["partition write limit on timers (8 shards)"])
+    )

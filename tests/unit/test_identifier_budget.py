@@ -49,9 +49,9 @@ WORKFLOW_KEYS: list[Callable[[str], Key]] = [
     lambda wid: keys.op_key(wid, DEEP_SLOT),
     lambda wid: keys.attempt_key(wid, DEEP_SLOT, 9999),
     keys.owner_holder_key,
-    lambda wid: keys.timer_key(4_102_444_800.0, wid, LONGEST_TAG),
-    lambda wid: keys.status_key("timed-out", wid, 4_102_444_800.0),
-    keys.claim_index_key,
+    lambda wid: keys.timer_key(keys.DEFAULT_SHARDS, 4_102_444_800.0, wid, LONGEST_TAG),
+    lambda wid: keys.status_key(keys.DEFAULT_SHARDS, "timed-out", wid, 4_102_444_800.0),
+    lambda wid: keys.claim_index_key(keys.DEFAULT_SHARDS, wid),
     keys.idempotency_key,
 ]
 NAME_KEYS: list[Callable[[str], Key]] = [

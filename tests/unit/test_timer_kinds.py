@@ -42,10 +42,12 @@ def test_step_and_event_tags_are_single_distinct_letters() -> None:
 
 
 def test_arm_writes_the_key_and_value_earlier_versions_wrote() -> None:
-    put = timers.arm(timers.CHILD, "wf", 12.5, "00000002")
-    assert put.key == keys.timer_key(12.5, "wf", "c00000002")
+    put = timers.arm(keys.DEFAULT_SHARDS, timers.CHILD, "wf", 12.5, "00000002")
+    assert put.key == keys.timer_key(keys.DEFAULT_SHARDS, 12.5, "wf", "c00000002")
     assert decode(put.value) == {"wf": "wf", "kind": "child"}
-    assert timers.arm(timers.DEADLINE, "wf", 3.0).key == keys.timer_key(3.0, "wf", "deadline")
+    assert timers.arm(keys.DEFAULT_SHARDS, timers.DEADLINE, "wf", 3.0).key == keys.timer_key(
+        keys.DEFAULT_SHARDS, 3.0, "wf", "deadline"
+    )
 
 
 def test_firing_order_is_table_order_with_unknown_kinds_last() -> None:

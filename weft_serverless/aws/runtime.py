@@ -17,11 +17,15 @@ from typing import Any
 
 from weft_serverless import ConfigurationError, Engine, EventBridgeSink, WorkflowDefinition
 from weft_serverless.storage import Storage
+from weft_serverless.storage.shard_layout import parse_shards
 
 WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
 OWNERSHIP_ENV = "WEFT_OWNERSHIP"
 EVENT_BUS_ENV = "WEFT_EVENT_BUS"
 """The EventBridge bus (name or ARN) run events go to; unset: no events outbox at all."""
+SHARDS_ENV = "WEFT_SHARDS"
+"""Shard counts the table is created with (``8``, or ``timers=16,claims=16``; ADR 0050);
+unset: the store's own (the defaults on a new one)."""
 DEFAULT_OWNERSHIP = "workflow-lease"
 
 _engine: Engine | None = None
@@ -74,7 +78,8 @@ def build_engine(
     ``WEFT_WORKFLOWS_MODULE`` (with its optional ``services`` factory, built lazily once per
     container, and its optional ``tracer``), ownership from ``WEFT_OWNERSHIP`` (default
     workflow-lease), the events sink from ``WEFT_EVENT_BUS`` (every function writes the
-    outbox; only the maintenance function publishes, so only it needs ``events:PutEvents``).
+    outbox; only the maintenance function publishes, so only it needs ``events:PutEvents``),
+    the shard counts from ``WEFT_SHARDS`` (refused when the table was created with others).
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
@@ -89,6 +94,8 @@ def build_engine(
 
         storage = DynamoDBStorage.from_env(env)
     options.setdefault("ownership", env.get(OWNERSHIP_ENV) or DEFAULT_OWNERSHIP)
+    if env.get(SHARDS_ENV) and "shards" not in options:
+        options["shards"] = parse_shards(env[SHARDS_ENV])
     if env.get(EVENT_BUS_ENV) and "events" not in options:
         options["events"] = EventBridgeSink(env[EVENT_BUS_ENV])
     return Engine.create(

@@ -31,6 +31,13 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     dev.add_argument("--table", default="weft-dev", help="table name in moto (weft-dev)")
     dev.add_argument(
+        "--shards",
+        default="",
+        metavar="COUNTS",
+        help="shard counts the table is created with: 8 (every index) or timers=16,claims=16 "
+        "(the rest 4); default: 4 each",
+    )
+    dev.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -44,6 +51,14 @@ def cmd_dev(args: argparse.Namespace) -> int:
         raise UsageError("--tick must be > 0 seconds")
     if not 0 <= args.port <= 65535:
         raise UsageError("--port must be 0..65535")
+    if args.shards:
+        from weft_serverless.errors import ConfigurationError
+        from weft_serverless.storage.shard_layout import parse_shards
+
+        try:
+            parse_shards(args.shards)
+        except ConfigurationError as exc:
+            raise UsageError(f"--shards: {exc}") from None
     from weft_serverless.devserver import DevConfig, run
 
     config = DevConfig(
@@ -53,5 +68,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
         tick=args.tick,
         table=args.table,
         verbose=args.verbose,
+        shards=args.shards,
     )
     return run(config)

@@ -33,6 +33,7 @@ from weft_serverless.engine.parts.run_control import RunControl
 from weft_serverless.engine.parts.run_search import RunSearch, Time
 from weft_serverless.engine.parts.schedules import Schedules
 from weft_serverless.engine.parts.starts import Starts
+from weft_serverless.engine.persistence.records import STATUSES
 from weft_serverless.engine.process.activity_threads import DEFAULT_MAX_PARALLEL
 from weft_serverless.engine.runs import event_log
 from weft_serverless.engine.runtime import (
@@ -47,6 +48,7 @@ from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.engine.schedules.spec import DEFAULT_CATCHUP_WINDOW
 from weft_serverless.engine.session import Session
 from weft_serverless.event_sink import EventSink
+from weft_serverless.storage import shard_layout
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
 
@@ -89,6 +91,7 @@ class Engine:
         services: Callable[[], Mapping[str, Any]] | None = None,
         events: EventSink | None = None,
         tracer: Any = None,
+        shards: Mapping[str, int] | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -97,11 +100,13 @@ class Engine:
         renew = config.check_engine_options(
             ownership, background_tasks, lease_timing, claim_timing, max_payload_bytes
         )
+        requested = shard_layout.check_shards(shards)
+        clock = clock or wall_clock
         rt = assemble(
             storage,
             dict(workflows),
             ownership=mode_factory(ownership, lease_timing, claim_timing, lease_wait_timeout),
-            clock=clock or wall_clock,
+            clock=clock,
             activity_overrides=activities,
             background_tasks=background_tasks,
             max_payload_bytes=max_payload_bytes,
@@ -112,6 +117,7 @@ class Engine:
             services=config.check_services(services, workflows),
             events=config.check_event_sink(events),
             tracer=config.check_tracer(tracer),
+            shards=shard_layout.open_shards(storage, requested, clock(), STATUSES),
         )
         rt.fence.bootstrap()
         engine = cls(rt)

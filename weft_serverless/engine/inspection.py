@@ -27,6 +27,8 @@ from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
+from weft_serverless.storage.keys.shards import DEFAULT_SHARDS
+from weft_serverless.storage.shard_layout import read_shards
 
 if TYPE_CHECKING:
     from weft_serverless.engine.engine import Engine
@@ -234,7 +236,12 @@ def read_only_engine(
     from weft_serverless.engine.ownership import ReadOnly
     from weft_serverless.engine.runtime import assemble
 
-    return Engine(assemble(storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id))
+    shards = read_shards(storage) or DEFAULT_SHARDS
+    return Engine(
+        assemble(
+            storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id, shards=shards
+        )
+    )
 
 
 # -- the timeline ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from weft_serverless.engine.process.telemetry import Metrics, logger
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
+from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
 if TYPE_CHECKING:  # tracing is imported only when a tracer is given (cold starts)
@@ -208,6 +209,8 @@ class Runtime:
     events: EventSink | None = None
     # Spans for drives and attempts (None: no tracer, no tracing code runs; tracing.py).
     tracer: Tracing | None = None
+    # The store's shard counts, read once when the engine opened it (ADR 0050).
+    shards: ShardCounts = DEFAULT_SHARDS
 
     @property
     def closed(self) -> bool:
@@ -270,6 +273,7 @@ def assemble(
     services: ServiceFactory | None = None,
     events: EventSink | None = None,
     tracer: Tracing | None = None,
+    shards: ShardCounts = DEFAULT_SHARDS,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -288,6 +292,7 @@ def assemble(
         clock_guard=guard,
         workflow_types=definitions,
         stop=shutdown.close,
+        shards=shards,
     )
     return Runtime(
         storage=storage,
@@ -308,6 +313,7 @@ def assemble(
         services=Services(services, metrics),
         events=events,
         tracer=tracer,
+        shards=shards,
     )
 
 

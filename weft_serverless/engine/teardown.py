@@ -135,7 +135,7 @@ class _Teardown:
         if window is None:
             return []
         due = max(self.rt.now(), self.record["at"] + window)
-        return [timers.arm(timers.RETENTION, self.workflow_id, due)]
+        return [timers.arm(self.rt.shards, timers.RETENTION, self.workflow_id, due)]
 
     def _one(self, item: dict[str, Any]) -> Outcome | None:
         """Run one finalizer's next attempt and commit its outcome; ``later`` when it waits
@@ -222,7 +222,7 @@ class _Teardown:
         ops: list[Op] = list(also)
         timer_ref = old_timer  # kept while the teardown goes on: a crash leaves it to fire
         if due is not None:
-            timer = timers.arm(timers.TEARDOWN, self.workflow_id, due)
+            timer = timers.arm(self.rt.shards, timers.TEARDOWN, self.workflow_id, due)
             timer_ref = timers.timer_ref(timer.key)
             ops.append(timer)
         elif status == COMPLETED:

@@ -46,7 +46,7 @@ REGRESSIONS: tuple[Mutation, ...] = (
     Mutation(
         "found-bulk-timer-at-fired-key",
         "engine/bulk/operation.py",
-        'timer = timers.timer_key(timers.BULK, record["id"], due + 0.001)',
+        'timer = timers.timer_key(rt.shards, timers.BULK, record["id"], due + 0.001)',
         "timer = old_timer",
         "bulk operations (stopped twice)",
         "an operation stopped twice at one instant loses its timer and never finishes",

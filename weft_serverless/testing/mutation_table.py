@@ -85,8 +85,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "terminal-write-keeps-holder",
         "engine/ownership/workflow_lease.py",
-        "ops=release_ops(workflow_id),",
-        "ops=release_ops(workflow_id)[1:],",
+        "ops=release_ops(self.host.shards, workflow_id),",
+        "ops=release_ops(self.host.shards, workflow_id)[1:],",
         "workflow-lease release",
         "a run's own terminal commit leaves its holder record",
     ),
@@ -145,9 +145,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "terminal-keeps-claim-index",
         "engine/ownership/claims.py",
-        "return [Delete(keys.owner_holder_key(workflow_id)), Delete(keys.claim_index_key("
-        "workflow_id))]",
-        "return [Delete(keys.owner_holder_key(workflow_id))]",
+        "        Delete(keys.claim_index_key(shards, workflow_id)),\n",
+        "",
         "workflow-lease release",
         "a released claim leaves its claim-index entry",
     ),
@@ -291,7 +290,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "upsert-skips-index",
         "engine/steps/upserts.py",
-        "ops=[Put(key, new_bytes), *index_entries.index_ops(state, new)],",
+        "ops=[Put(key, new_bytes), *index_entries.index_ops(scope.rt.shards, state, new)],",
         "ops=[Put(key, new_bytes)],",
         "search-attribute upserts",
         "list by an upserted attribute misses the run",
@@ -339,7 +338,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "parent-not-woken",
         "engine/runs/transitions.py",
-        "        timers.arm(timers.CHILD, parent_id, now, slot),",
+        "        timers.arm(shards, timers.CHILD, parent_id, now, slot),",
         "",
         "children (two levels)",
         "a parent is not woken when its awaited child ends",

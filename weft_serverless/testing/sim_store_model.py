@@ -170,7 +170,10 @@ class StoreModel:
             if keys.wake_key(wf) in self.store:
                 left.append("its wake-up pointer")
             left += [f"wake-up timer {key.sort}" for key in sorted(self.wake_timers.get(wf, ()))]
-        if keys.claim_index_key(wf) in self.store and self._tearing_down(wf) is None:
+        if (
+            keys.claim_index_key(keys.DEFAULT_SHARDS, wf) in self.store
+            and self._tearing_down(wf) is None
+        ):
             left.append("its claim-index entry")
         left += [f"concurrency item {key.sort}" for key in self._concurrency_items(state)]
         if left:

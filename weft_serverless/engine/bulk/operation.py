@@ -99,7 +99,7 @@ def create(
     """Store the operation and its timer in one batch; returns its id."""
     now = rt.now()
     operation_id = f"{keys.ms(now):013d}-{uuid.uuid4().hex[:8]}"
-    timer = timers.timer_key(timers.BULK, operation_id, now + GRACE)
+    timer = timers.timer_key(rt.shards, timers.BULK, operation_id, now + GRACE)
     record = {
         "id": operation_id,
         "kind": request.kind,
@@ -217,11 +217,11 @@ def _save(
         record.update(status=COMPLETED, finished=now, timer=None)
     else:
         due = now if stopping else now + GRACE
-        timer = timers.timer_key(timers.BULK, record["id"], due)
+        timer = timers.timer_key(rt.shards, timers.BULK, record["id"], due)
         if timer == old_timer:
             # The same instant: the old key may be the timer being fired, which the pass
             # deletes once this returns; the new one must outlive that, a millisecond on.
-            timer = timers.timer_key(timers.BULK, record["id"], due + 0.001)
+            timer = timers.timer_key(rt.shards, timers.BULK, record["id"], due + 0.001)
         record["timer"] = timers.timer_ref(timer)
         ops.append(_put(timer, None, raw=timers.timer_value(record["id"], timers.BULK)))
     ops.append(_put(key, record))

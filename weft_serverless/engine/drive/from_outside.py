@@ -189,7 +189,7 @@ def complete_async(
         conditions = [Condition(pending_key, pending), Condition(result_key, None)]
         ops = [
             Put(result_key, encode({**record, "at": now})),
-            timers.arm(timers.ASYNC_ACTIVITY, workflow_id, now, f"{slot}#{attempt}"),
+            timers.arm(rt.shards, timers.ASYNC_ACTIVITY, workflow_id, now, f"{slot}#{attempt}"),
         ]
         if write(rt, conditions, ops, check=False):
             return workflow_id

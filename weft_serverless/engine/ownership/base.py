@@ -25,6 +25,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
+from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
 
 if TYPE_CHECKING:
     from weft_serverless.engine.persistence.records import History
@@ -125,6 +126,7 @@ class OwnerHost:
     clock_guard: ClockGuard
     workflow_types: Container[str]
     stop: Callable[[], None]
+    shards: ShardCounts = DEFAULT_SHARDS
 
     def write(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         """Write the mode's own records (marker, lease, epoch, holder, head) in one batch, on

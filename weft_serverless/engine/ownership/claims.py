@@ -27,6 +27,7 @@ from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 COOLDOWN_CAP_MULTIPLIER = 4
 
@@ -160,7 +161,10 @@ class ClaimRegistry(Ownership):
             ops=[
                 *ops,
                 Put(keys.owner_holder_key(workflow_id), holder),
-                Put(keys.claim_index_key(workflow_id), encode({"e": self.host.engine_id})),
+                Put(
+                    keys.claim_index_key(self.host.shards, workflow_id),
+                    encode({"e": self.host.engine_id}),
+                ),
             ],
         )
         claim = Claim(pack_epoch(new_epoch), holder, expires, self.host.now(), head=head)
@@ -219,5 +223,8 @@ class ClaimRegistry(Ownership):
         warn(WorkflowClaimLost, f"workflow {workflow_id!r}: claim lost, stopped driving it")
 
 
-def release_ops(workflow_id: str) -> list[Op]:
-    return [Delete(keys.owner_holder_key(workflow_id)), Delete(keys.claim_index_key(workflow_id))]
+def release_ops(shards: ShardCounts, workflow_id: str) -> list[Op]:
+    return [
+        Delete(keys.owner_holder_key(workflow_id)),
+        Delete(keys.claim_index_key(shards, workflow_id)),
+    ]

@@ -230,7 +230,7 @@ class WorkflowLease(Takeover):
         with claim.lock:
             yield Fragment(
                 conditions=[Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
-                ops=release_ops(workflow_id),
+                ops=release_ops(self.host.shards, workflow_id),
             )
             # Still under the lock: a renewal waiting for it must find the claim gone, not
             # try to renew a holder the terminal commit just deleted.
@@ -240,7 +240,9 @@ class WorkflowLease(Takeover):
         """External terminal transition: epoch + 1 so a still-running owner is fenced out."""
         conditions, ops = rotation(workflow_id, self._read_owner(workflow_id))
         self._drop(workflow_id)
-        return Fragment(conditions=conditions, ops=[*ops, *release_ops(workflow_id)])
+        return Fragment(
+            conditions=conditions, ops=[*ops, *release_ops(self.host.shards, workflow_id)]
+        )
 
     def resume_fragment(self, workflow_id: str) -> Fragment:
         """Claim folded into a move back to running from a status no engine may hold a claim
@@ -341,7 +343,7 @@ class WorkflowLease(Takeover):
                 try:
                     self.host.write(
                         [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
-                        release_ops(workflow_id),
+                        release_ops(self.host.shards, workflow_id),
                     )
                     released += 1
                 except StorageError:

@@ -16,6 +16,7 @@ from weft_serverless.errors import SearchAttributeError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
+from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
 
 ATTRIBUTES_FIELD = "sa"
 TAGS_FIELD = "tags"
@@ -52,9 +53,9 @@ def status_value(state: WorkflowState) -> bytes:
     return encode(value)
 
 
-def entries(state: WorkflowState) -> dict[Key, bytes]:
-    """Every index item of the run as it stands in ``state``."""
-    out = {keys.status_key(state.status, state.id, state.created_at): status_value(state)}
+def entries(shards: ShardCounts, state: WorkflowState) -> dict[Key, bytes]:
+    """Every index item of the run as it stands in ``state``, in a store of ``shards``."""
+    out = {keys.status_key(shards, state.status, state.id, state.created_at): status_value(state)}
     attributes, tags = attributes_of(state), tags_of(state)
     if not attributes and not tags:
         return out
@@ -67,9 +68,9 @@ def entries(state: WorkflowState) -> dict[Key, bytes]:
         }
     )
     for name, value in attributes.items():
-        out[keys.attribute_key(name, value_token(value), state.id, state.created_at)] = item
+        out[keys.attribute_key(shards, name, value_token(value), state.id, state.created_at)] = item
     for tag in tags:
-        out[keys.tag_key(tag, state.id, state.created_at)] = item
+        out[keys.tag_key(shards, tag, state.id, state.created_at)] = item
     return out
 
 
@@ -80,7 +81,7 @@ MAX_INDEX_SORT_BYTES = 1024
 def check_fits(state: WorkflowState) -> None:
     """Refuse, before any write, values whose index key (value, start time, id, each
     percent-encoded) would be over the sort key limit."""
-    for key in entries(state):
+    for key in entries(DEFAULT_SHARDS, state):  # a sort key is the same in every shard
         if len(key.sort) > MAX_INDEX_SORT_BYTES:
             raise SearchAttributeError(
                 f"a search attribute value or tag of workflow {state.id!r} makes an index key "
@@ -90,11 +91,13 @@ def check_fits(state: WorkflowState) -> None:
             )
 
 
-def index_ops(before: WorkflowState | None, after: WorkflowState | None) -> list[Op]:
+def index_ops(
+    shards: ShardCounts, before: WorkflowState | None, after: WorkflowState | None
+) -> list[Op]:
     """The writes taking the index from ``before`` to ``after`` (None: no run): stale items
     deleted, new or changed ones put, unchanged ones left alone."""
-    old = entries(before) if before is not None else {}
-    new = entries(after) if after is not None else {}
+    old = entries(shards, before) if before is not None else {}
+    new = entries(shards, after) if after is not None else {}
     ops: list[Op] = [Delete(key) for key in old if key not in new]
     ops += [Put(key, value) for key, value in new.items() if old.get(key) != value]
     return ops

@@ -28,6 +28,7 @@ from weft_serverless.engine.persistence.stored_records import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 Scope = Literal["run", "step", "event"]
 """How a kind is armed, which decides its tag.
@@ -202,10 +203,12 @@ def firing_order(names: set[str]) -> list[TimerKind | str]:
     return known + sorted(names - BY_NAME.keys())
 
 
-def timer_key(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -> Key:
+def timer_key(
+    shards: ShardCounts, kind: TimerKind, workflow_id: str, due: float, suffix: str = ""
+) -> Key:
     """Where a timer of ``kind`` due at ``due`` is stored (``suffix`` follows the tag)."""
     assert kind.tag is not None, f"{kind.name} timers keep the key they were armed with"
-    return keys.timer_key(due, workflow_id, kind.tag + suffix)
+    return keys.timer_key(shards, due, workflow_id, kind.tag + suffix)
 
 
 def timer_value(workflow_id: str, kind: TimerKind | str, *, retained: int = 0) -> bytes:
@@ -214,9 +217,11 @@ def timer_value(workflow_id: str, kind: TimerKind | str, *, retained: int = 0) -
     return TimerRecord(workflow_id, name, retained).to_bytes()
 
 
-def arm(kind: TimerKind, workflow_id: str, due: float, suffix: str = "") -> Put:
+def arm(
+    shards: ShardCounts, kind: TimerKind, workflow_id: str, due: float, suffix: str = ""
+) -> Put:
     """The write that arms a timer of ``kind`` for ``workflow_id``."""
-    return Put(timer_key(kind, workflow_id, due, suffix), timer_value(workflow_id, kind))
+    return Put(timer_key(shards, kind, workflow_id, due, suffix), timer_value(workflow_id, kind))
 
 
 def timer_ref(key: Key) -> list[str]:

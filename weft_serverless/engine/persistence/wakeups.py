@@ -18,19 +18,20 @@ from weft_serverless.engine.persistence.records import History
 from weft_serverless.engine.persistence.timers import timer_ref
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put, Storage
+from weft_serverless.storage.keys.shards import ShardCounts
 
 # Long enough that an inline drive in progress (an activity, a Lambda invocation) is not
 # raced by maintenance in the common case; short enough that a stranded run moves on soon.
 WAKE_GRACE = 60.0
 
 
-def wake_timer(workflow_id: str, now: float) -> Key:
-    return timers.timer_key(timers.WAKE, workflow_id, now + WAKE_GRACE)
+def wake_timer(shards: ShardCounts, workflow_id: str, now: float) -> Key:
+    return timers.timer_key(shards, timers.WAKE, workflow_id, now + WAKE_GRACE)
 
 
-def arm(workflow_id: str, now: float) -> list[Op]:
+def arm(shards: ShardCounts, workflow_id: str, now: float) -> list[Op]:
     """The writes that give a run a wake-up due ``WAKE_GRACE`` after ``now``."""
-    timer = wake_timer(workflow_id, now)
+    timer = wake_timer(shards, workflow_id, now)
     return [
         Put(keys.wake_key(workflow_id), encode({"timer": timer_ref(timer)})),
         Put(timer, timers.timer_value(workflow_id, timers.WAKE)),

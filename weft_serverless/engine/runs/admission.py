@@ -30,6 +30,7 @@ from weft_serverless.engine.runtime import Runtime
 from weft_serverless.errors import UnknownWorkflowTypeError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 _ROUNDS = 1000
 
@@ -92,7 +93,7 @@ def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> str | Non
     taken = slot_fragment(new, slot) if slot >= 0 else Fragment()
     fence = rt.fence.resume_fragment(run_id) if target == RUNNING else Fragment()
     if target == RUNNING:
-        ops += _wake_now(run_id, now)
+        ops += _wake_now(rt.shards, run_id, now)
     conditions = [Condition(keys.state_key(run_id), current), *taken.conditions]
     conditions += fence.conditions
     ops += taken.ops + fence.ops
@@ -104,10 +105,10 @@ def _admit_one(rt: Runtime, run_id: str, current: bytes, slot: int) -> str | Non
     return target if landed else None
 
 
-def _wake_now(run_id: str, now: float) -> list[Op]:
+def _wake_now(shards: ShardCounts, run_id: str, now: float) -> list[Op]:
     """A wake-up due at once (``wakeups.arm`` waits a grace for an inline drive; an admitted
     run has none, so the next maintenance pass drives it)."""
-    timer = timers.timer_key(timers.WAKE, run_id, now)
+    timer = timers.timer_key(shards, timers.WAKE, run_id, now)
     return [
         Put(keys.wake_key(run_id), encode({"timer": timers.timer_ref(timer)})),
         Put(timer, timers.timer_value(run_id, timers.WAKE)),

@@ -35,6 +35,7 @@ from weft_serverless.engine.runtime import Runtime
 from weft_serverless.errors import ConcurrencyKeyError, WorkflowConcurrencyLimitExceededError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 FIELD = "concurrency"
 """``state.extra`` field: ``{"key", "queue"}`` plus ``"slot"`` (held) or ``"queued"``."""
@@ -143,7 +144,10 @@ def acquire(rt: Runtime, state: WorkflowState) -> Fragment:
     queue_key = keys.concurrency_queue_key(state.type, key, state.created_at, state.id)
     return Fragment(
         conditions=[Condition(queue_key, None)],
-        ops=[Put(queue_key, encode({"id": state.id})), arm_admit(state.type, key, rt.now())],
+        ops=[
+            Put(queue_key, encode({"id": state.id})),
+            arm_admit(rt.shards, state.type, key, rt.now()),
+        ],
     )
 
 
@@ -160,7 +164,7 @@ def retake(rt: Runtime, workflow_type: str, record: dict[str, Any]) -> dict[str,
     return {**fresh, "slot": slot}
 
 
-def release(state: WorkflowState, now: float) -> list[Op]:
+def release(shards: ShardCounts, state: WorkflowState, now: float) -> list[Op]:
     """The writes a terminal move of ``state`` adds: free its slot (waking the queue of its
     key) or drop its queue entry. Nothing for a run that holds neither."""
     record: dict[str, Any] | None = state.extra.get(FIELD)
@@ -170,7 +174,7 @@ def release(state: WorkflowState, now: float) -> list[Op]:
     if "slot" in record:
         ops: list[Op] = [Delete(keys.concurrency_slot_key(state.type, key, record["slot"]))]
         if record.get("queue"):
-            ops.append(arm_admit(state.type, key, now))
+            ops.append(arm_admit(shards, state.type, key, now))
         return ops
     if record.get("queued"):
         return [Delete(keys.concurrency_queue_key(state.type, key, state.created_at, state.id))]
@@ -207,9 +211,9 @@ def parse_gate(gate: str) -> tuple[str, str]:
     return rest[: int(length)], rest[int(length) :]
 
 
-def arm_admit(workflow_type: str, key: str, now: float) -> Put:
+def arm_admit(shards: ShardCounts, workflow_type: str, key: str, now: float) -> Put:
     """An admit timer for the key, due now, under a key of its own: a pass deletes the timer
     it fired once done, so one armed meanwhile (a slot freed while that pass read the slots
     full) must not share its key, or its wake-up would be deleted unfired."""
     gate = gate_id(workflow_type, key)
-    return timers.arm(timers.CONCURRENCY_ADMIT, gate, now, uuid.uuid4().hex[:16])
+    return timers.arm(shards, timers.CONCURRENCY_ADMIT, gate, now, uuid.uuid4().hex[:16])

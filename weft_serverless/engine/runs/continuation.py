@@ -34,6 +34,7 @@ from weft_serverless.engine.runtime import Runtime, logger
 from weft_serverless.errors import InvalidArgumentError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 from weft_serverless.workflow import WorkflowDefinition
 
 
@@ -81,7 +82,7 @@ def continue_as_new(
         Delete(keys.finalizer_key(state.id, state.first_step, position))
         for position, _ in of_history(history)
     ]
-    ops += _wake_now(history, now)
+    ops += _wake_now(rt.shards, history, now)
     commit(rt, state.id, [Condition(keys.state_key(state.id), history.state_bytes)], ops)
     history.wake = None
     rt.metrics.incr("runs_continued")
@@ -89,14 +90,14 @@ def continue_as_new(
     return new
 
 
-def _wake_now(history: History, now: float) -> list[Op]:
+def _wake_now(shards: ShardCounts, history: History, now: float) -> list[Op]:
     """Move the run's wake-up to ``now`` (a crash right after the batch: maintenance drives
     the new run); one write per key, so no batch puts and deletes the same item."""
-    timer = wakeups.wake_timer(history.state.id, now)
+    timer = wakeups.wake_timer(shards, history.state.id, now)
     if history.wake == timers.timer_ref(timer):
         return []
     stale: list[Op] = [] if history.wake is None else [Delete(Key(*history.wake))]
-    return stale + wakeups.arm(history.state.id, now)
+    return stale + wakeups.arm(shards, history.state.id, now)
 
 
 def forget_earlier_runs(rt: Runtime, history: History) -> None:

@@ -205,8 +205,8 @@ def _resume_wake(rt: Runtime, state: WorkflowState) -> list[Op]:
     if concurrency.is_queued(state):
         key = concurrency.key_of(state)
         assert key is not None
-        return [concurrency.arm_admit(state.type, key, rt.now())]
-    return [] if _still_delayed(rt, state) else wakeups.arm(state.id, rt.now())
+        return [concurrency.arm_admit(rt.shards, state.type, key, rt.now())]
+    return [] if _still_delayed(rt, state) else wakeups.arm(rt.shards, state.id, rt.now())
 
 
 def _still_delayed(rt: Runtime, state: WorkflowState) -> bool:
@@ -234,7 +234,7 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         ops.append(Put(Key(*record.timer), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
-        ops.append(timers.arm(timers.DELAYED_START, state.id, start_at))
+        ops.append(timers.arm(rt.shards, timers.DELAYED_START, state.id, start_at))
     return ops
 
 
@@ -250,7 +250,7 @@ def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
         lambda s: PENDING if concurrency.is_queued(s) else RUNNING,
         frozenset({PENDING}),
         rotate=False,
-        extra=lambda s: [] if concurrency.is_queued(s) else wakeups.arm(s.id, rt.now()),
+        extra=lambda s: [] if concurrency.is_queued(s) else wakeups.arm(rt.shards, s.id, rt.now()),
     )
     return after is not None and after.status == RUNNING
 
@@ -275,7 +275,7 @@ def retry_failed(rt: Runtime, workflow_id: str, once: Key | None = None) -> bool
         RUNNING,
         frozenset({FAILED}),
         rotate=False,
-        extra=lambda s: _set_aside_failed_step(rt, s) + wakeups.arm(s.id, rt.now()),
+        extra=lambda s: _set_aside_failed_step(rt, s) + wakeups.arm(rt.shards, s.id, rt.now()),
         fields=lambda s: _retry_fields(rt, s),
         taking=_retry_slot,
         once=once,

@@ -34,6 +34,7 @@ from weft_serverless.engine.runtime import Runtime
 from weft_serverless.errors import NondeterminismError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 ENDS = frozenset({CANCELLED, TIMED_OUT, FAILED})
 """Statuses a teardown can follow (failed only for ``on_failure`` finalizers)."""
@@ -113,7 +114,9 @@ def read_registered(rt: Runtime, state: WorkflowState) -> tuple[Registered, Cond
     return found, Condition(following, None)
 
 
-def arm_teardown(state: WorkflowState, status: str, registered: Registered, now: float) -> list[Op]:
+def arm_teardown(
+    shards: ShardCounts, state: WorkflowState, status: str, registered: Registered, now: float
+) -> list[Op]:
     """The teardown record and its timer, for a terminal batch ending ``state`` in ``status``;
     nothing when no finalizer applies (completed; failed without ``on_failure``)."""
     if status not in ENDS:
@@ -125,7 +128,7 @@ def arm_teardown(state: WorkflowState, status: str, registered: Registered, now:
     ]
     if not chosen:
         return []
-    timer = timers.arm(timers.TEARDOWN, state.id, now)
+    timer = timers.arm(shards, timers.TEARDOWN, state.id, now)
     record = {
         "status": PENDING,
         "reason": status,

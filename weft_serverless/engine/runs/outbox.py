@@ -48,7 +48,9 @@ def item(rt: Runtime, event: Mapping[str, Any]) -> list[Op]:
     """The outbox put for ``event`` (none without a sink)."""
     if rt.events is None:
         return []
-    key = keys.outbox_key(float(event["at"]), str(event["workflow_id"]), str(event["event_id"]))
+    key = keys.outbox_key(
+        rt.shards, float(event["at"]), str(event["workflow_id"]), str(event["event_id"])
+    )
     return [Put(key, encode({"event": dict(event)}))]
 
 
@@ -58,7 +60,7 @@ def publish(rt: Runtime) -> dict[str, int]:
     if sink is None:
         return {}
     pending: list[Pending] = []
-    for shard in range(keys.OUTBOX_SHARDS):
+    for shard in range(rt.shards.outbox):
         partition = keys.outbox_partition(shard)
         for sort, value in rt.storage.scan(partition, limit=MAX_EVENTS_PER_PASS):
             try:

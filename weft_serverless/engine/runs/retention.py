@@ -65,7 +65,8 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         conditions = [Condition(state_key, current), *rotation.conditions]
         ops: list[Op] = [
             Delete(state_key),
-            *index_entries.index_ops(state, None),  # the status entry, attribute and tag items
+            # the status entry, attribute and tag items
+            *index_entries.index_ops(rt.shards, state, None),
             *rotation.ops,
         ]
         if not write(rt, conditions, ops, check=False):

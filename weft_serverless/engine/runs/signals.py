@@ -38,7 +38,7 @@ def delivery_ops(
     encoded = rt.encode_payload(payload, f"payload of signal {name!r}")
     now = rt.now()
     seq = f"{keys.ms(now):016d}.{keys.counter(next(_sequence), 8)}.{_process_tag}"
-    timer = timers.timer_key(timers.SIGNAL, workflow_id, now, seq)
+    timer = timers.timer_key(rt.shards, timers.SIGNAL, workflow_id, now, seq)
     record = SignalRecord(encoded, signal_id, now, timers.timer_ref(timer))
     ops: list[Op] = [
         Put(keys.signal_key(workflow_id, name, seq), record.to_bytes()),

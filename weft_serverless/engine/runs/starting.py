@@ -83,7 +83,7 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
     state_key = keys.state_key(state.id)
     fragment = Fragment(
         conditions=[Condition(state_key, None)],
-        ops=[Put(state_key, state.to_bytes()), *index_entries.index_ops(None, state)],
+        ops=[Put(state_key, state.to_bytes()), *index_entries.index_ops(rt.shards, None, state)],
     )
     if state.idempotency_key is not None:
         idem = keys.idempotency_key(state.idempotency_key)
@@ -94,9 +94,9 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
         (timers.DEADLINE, state.extra.get("deadline")),
     ):
         if due is not None:
-            fragment.ops.append(timers.arm(kind, state.id, due))
+            fragment.ops.append(timers.arm(rt.shards, kind, state.id, due))
     if state.status == RUNNING:
-        fragment.ops += wakeups.arm(state.id, state.created_at)
+        fragment.ops += wakeups.arm(rt.shards, state.id, state.created_at)
         fragment.add(rt.fence.start_fragment(state.id, epoch))
     else:
         fragment.add(Fragment(conditions=rt.fence.external_conditions()))

@@ -21,6 +21,7 @@ from weft_serverless.engine.runs.commit import commit
 from weft_serverless.engine.runtime import Runtime
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 
 def move(
@@ -57,24 +58,26 @@ def move(
     )
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     if status != state.status:
-        ops += index_entries.index_ops(state, new)  # the status entry, attribute and tag items
+        # the status entry, attribute and tag items
+        ops += index_entries.index_ops(rt.shards, state, new)
     if status not in TERMINAL:
         return new, ops
-    ops += concurrency.release(state, now)  # in the terminal batch: never leaked nor doubled
+    # in the terminal batch: never leaked nor doubled
+    ops += concurrency.release(rt.shards, state, now)
     if state.parent and state.parent.get("await", True):
-        ops.extend(_parent_notice(state, status, now, result, error))
+        ops.extend(_parent_notice(rt.shards, state, status, now, result, error))
     if closing:
         # Due at once: the maintenance pass cancels the children even if this process dies
         # right after the terminal commit (the inline path usually does it first).
-        ops.append(timers.arm(timers.CLOSE_CHILDREN, state.id, now))
+        ops.append(timers.arm(rt.shards, timers.CLOSE_CHILDREN, state.id, now))
     if state.extra.get("schedule_wake"):
         # A run of an overlap="queue" schedule ended: its queued fire may start now.
-        ops.append(timers.arm(timers.SCHEDULE, state.extra["schedule"], now))
-    ops += finalizers.arm_teardown(state, status, list(registered), now)
+        ops.append(timers.arm(rt.shards, timers.SCHEDULE, state.extra["schedule"], now))
+    ops += finalizers.arm_teardown(rt.shards, state, status, list(registered), now)
     ops += outbox.item(rt, event_log.terminal_event(new))  # only with an event sink
     window = rt.retention.get(status)
     if window is not None:
-        ops.append(timers.arm(timers.RETENTION, state.id, now + window))
+        ops.append(timers.arm(rt.shards, timers.RETENTION, state.id, now + window))
     return new, ops
 
 
@@ -108,6 +111,7 @@ def ended(rt: Runtime, state: WorkflowState, closing: bool, torn_down: bool = Fa
 
 
 def _parent_notice(
+    shards: ShardCounts,
     state: WorkflowState,
     status: str,
     now: float,
@@ -125,7 +129,7 @@ def _parent_notice(
         notice["message"] = f"child workflow {state.id!r} ended {status}"
     return [
         Put(keys.child_result_key(parent_id, slot), encode(notice)),
-        timers.arm(timers.CHILD, parent_id, now, slot),
+        timers.arm(shards, timers.CHILD, parent_id, now, slot),
     ]
 
 

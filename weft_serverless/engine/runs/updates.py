@@ -95,11 +95,11 @@ def apply_incoming(
     # An update that lets the run move on keeps a wake-up with it until the run parks again;
     # one that leaves it parked needs none (and then costs no disarm write).
     arming = history.wake is None and may_move_on(parked_on)
-    ops += wakeups.arm(ctx.workflow_id, now) if arming else []
+    ops += wakeups.arm(rt.shards, ctx.workflow_id, now) if arming else []
     commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)], ops)
     history.note(ops)
     if arming:
-        history.wake = timer_ref(wakeups.wake_timer(ctx.workflow_id, now))
+        history.wake = timer_ref(wakeups.wake_timer(rt.shards, ctx.workflow_id, now))
     applied.append(record)
     update.applied, update.result = True, decode(encoded)
 

@@ -99,7 +99,7 @@ class ScheduleRecord:
         upcoming = None if self.paused else self.spec.next_after(after)
         if upcoming is None:
             return replace(self, next=None, timer=None), ops
-        put = timers.arm(timers.SCHEDULE, self.id, self.spec.due(self.id, upcoming))
+        put = timers.arm(rt.shards, timers.SCHEDULE, self.id, self.spec.due(self.id, upcoming))
         if old is not None and put.key == old:
             ops = [op for op in ops if op.key != old]
         ops.append(put)

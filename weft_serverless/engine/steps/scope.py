@@ -124,7 +124,7 @@ class StepScope(ABC):
     ) -> Parkable:
         """Commit a pending fact together with the timer that will wake the workflow (and
         ``also``, in the same batch)."""
-        timer = timers.timer_key(kind, self.workflow_id, due, suffix)
+        timer = timers.timer_key(self.rt.shards, kind, self.workflow_id, due, suffix)
         stored = record.parked(self.signature, due, timers.timer_ref(timer))
         self.commit_parking(
             [Condition(record_key, None)],
@@ -162,5 +162,7 @@ class StepScope(ABC):
         now = self.rt.now()
         deferral = keys.counter(next(_deferrals), 8)
         suffix = f"{slot}#{attempt}#{keys.ms(now)}.{deferral}"  # never reuses a key
-        self.commit_parking([], [timers.arm(timers.BUDGET, self.workflow_id, now, suffix)], slot)
+        self.commit_parking(
+            [], [timers.arm(self.rt.shards, timers.BUDGET, self.workflow_id, now, suffix)], slot
+        )
         self.rt.metrics.incr("steps_deferred_for_budget")

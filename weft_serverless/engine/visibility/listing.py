@@ -24,6 +24,7 @@ from weft_serverless.engine.visibility.filters import GROUPS, Filter
 from weft_serverless.errors import InvalidFilterError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
+from weft_serverless.storage.keys.shards import ShardCounts
 
 _MAX_CHUNK = 1000
 Row = tuple[str, WorkflowSummary]
@@ -59,7 +60,7 @@ def counted_page(
     counts: dict[str, int] = {}
     streams: list[list[tuple[str, bytes, str]]] = []
     by_key = counting.started_after, counting.started_before, counting.id_prefix
-    for partition, prefix, status in _sources(counting):
+    for partition, prefix, status in _sources(rt.shards, counting):
         low, high = _bounds(counting, prefix, None)
         keeper = _Keeper(limit, cursor, newest)
         entries = rt.storage.scan(partition, prefix, gt=low, lt=high)
@@ -168,7 +169,7 @@ def _count_keys(rt: Runtime, where: Filter) -> dict[Any, int]:
     """Runs per status from the status entries' keys, none decoded: what the runs page asks
     every few seconds costs a key read per run, not a decode and a merge (ADR 0034)."""
     counts: dict[Any, int] = {}
-    for partition, prefix, status in _sources(where):
+    for partition, prefix, status in _sources(rt.shards, where):
         low, high = _bounds(where, prefix, None)
         found = 0
         for sort, _ in rt.storage.scan(partition, prefix, gt=low, lt=high):
@@ -196,15 +197,15 @@ def _rows(rt: Runtime, where: Filter, cursor: str | None, chunk: int) -> Iterato
     newest = where.order == "newest"
     streams = [
         _stream(rt, where, partition, prefix, status, cursor, chunk)
-        for partition, prefix, status in _sources(where)
+        for partition, prefix, status in _sources(rt.shards, where)
     ]
     yield from heapq.merge(*streams, key=lambda pair: pair[0], reverse=newest)
 
 
-def _sources(where: Filter) -> list[tuple[str, str, str | None]]:
+def _sources(counts: ShardCounts, where: Filter) -> list[tuple[str, str, str | None]]:
     """The partitions (with the sort prefix to read and the status they imply) one read
     drives from: the most selective index the filter allows."""
-    shards = range(keys.VISIBILITY_SHARDS)
+    shards = range(counts.visibility)
     if where.tags:
         prefix = keys.enc(where.tags[0]) + "#"
         return [(keys.tag_partition(s), prefix, None) for s in shards]
@@ -221,7 +222,7 @@ def _sources(where: Filter) -> list[tuple[str, str, str | None]]:
     return [
         (keys.status_partition(status, s), "", status)
         for status in statuses
-        for s in range(keys.STATUS_SHARDS)
+        for s in range(counts.status)
     ]
 
 
@@ -295,6 +296,6 @@ def _row(where: Filter, suffix: str, value: bytes, status: str | None) -> Row | 
 
 
 def all_ids(rt: Runtime, status: str) -> Iterator[str]:
-    for shard in range(keys.STATUS_SHARDS):
+    for shard in range(rt.shards.status):
         for sort, _ in rt.storage.scan(keys.status_partition(status, shard)):
             yield keys.status_entry_id(sort)

@@ -7,11 +7,7 @@ import math
 
 from weft_serverless.storage.base import Key
 from weft_serverless.storage.keys.encoding import dec, enc, ms, shard_of
-
-TIMER_SHARDS = 4
-STATUS_SHARDS = 4
-CLAIM_SHARDS = 4
-
+from weft_serverless.storage.keys.shards import ShardCounts
 
 # -- timers ----------------------------------------------------------------------------------
 
@@ -47,9 +43,9 @@ def is_due(now: float, due: float) -> bool:
     return now >= due or passed_ms(now) >= due_ms(due)
 
 
-def timer_key(due: float, workflow_id: str, tag: str) -> Key:
+def timer_key(shards: ShardCounts, due: float, workflow_id: str, tag: str) -> Key:
     """A due timer; ``tag`` tells timers of one workflow apart (e.g. ``s00000003``)."""
-    shard = shard_of(workflow_id, TIMER_SHARDS)
+    shard = shard_of(workflow_id, shards.timers)
     return Key(timer_partition(shard), f"{due_ms(due):016d}#{enc(workflow_id)}#{tag}")
 
 
@@ -74,8 +70,8 @@ def status_partition(status: str, shard: int) -> str:
     return f"status#{status}#{shard:02d}"
 
 
-def status_key(status: str, workflow_id: str, created_at: float) -> Key:
-    shard = shard_of(workflow_id, STATUS_SHARDS)
+def status_key(shards: ShardCounts, status: str, workflow_id: str, created_at: float) -> Key:
+    shard = shard_of(workflow_id, shards.status)
     return Key(status_partition(status, shard), f"{ms(created_at):016d}#{enc(workflow_id)}")
 
 
@@ -84,8 +80,6 @@ def status_entry_id(sort: str) -> str:
 
 
 # -- visibility index (ADR 0030) -------------------------------------------------------------
-
-VISIBILITY_SHARDS = 4
 
 
 def attribute_partition(name: str, shard: int) -> str:
@@ -103,13 +97,15 @@ def run_suffix(workflow_id: str, created_at: float) -> str:
     return f"{ms(created_at):016d}#{enc(workflow_id)}"
 
 
-def attribute_key(name: str, token: str, workflow_id: str, created_at: float) -> Key:
-    shard = shard_of(workflow_id, VISIBILITY_SHARDS)
+def attribute_key(
+    shards: ShardCounts, name: str, token: str, workflow_id: str, created_at: float
+) -> Key:
+    shard = shard_of(workflow_id, shards.visibility)
     return Key(attribute_partition(name, shard), f"{token}#{run_suffix(workflow_id, created_at)}")
 
 
-def tag_key(tag: str, workflow_id: str, created_at: float) -> Key:
-    shard = shard_of(workflow_id, VISIBILITY_SHARDS)
+def tag_key(shards: ShardCounts, tag: str, workflow_id: str, created_at: float) -> Key:
+    shard = shard_of(workflow_id, shards.visibility)
     return Key(tag_partition(shard), f"{enc(tag)}#{run_suffix(workflow_id, created_at)}")
 
 
@@ -120,6 +116,6 @@ def claim_partition(shard: int) -> str:
     return f"claims#{shard:02d}"
 
 
-def claim_index_key(workflow_id: str) -> Key:
+def claim_index_key(shards: ShardCounts, workflow_id: str) -> Key:
     """Lists claims held anywhere, so a maintenance pass can find expired ones to take over."""
-    return Key(claim_partition(shard_of(workflow_id, CLAIM_SHARDS)), enc(workflow_id))
+    return Key(claim_partition(shard_of(workflow_id, shards.claims)), enc(workflow_id))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from weft_serverless.storage.base import Key
 from weft_serverless.storage.keys.encoding import counter, enc, ms, shard_of
 from weft_serverless.storage.keys.runs import step_slot, workflow_partition
+from weft_serverless.storage.keys.shards import ShardCounts
 
 META_PARTITION = "meta"
 OWNERSHIP_MODE = "ownership-mode"
@@ -94,19 +95,17 @@ def dead_letter_key(workflow_id: str, created_at: float, first_step: int, positi
 
 # -- the events outbox (ADR 0032) ------------------------------------------------------------
 
-OUTBOX_SHARDS = 4
-
 
 def outbox_partition(shard: int) -> str:
     return f"outbox#{shard:02d}"
 
 
-def outbox_key(at: float, workflow_id: str, event_id: str) -> Key:
+def outbox_key(shards: ShardCounts, at: float, workflow_id: str, event_id: str) -> Key:
     """An event waiting to be published, in the shard of its run, oldest first.
 
     Written only when an event sink is configured, in the batch of the change it reports;
     the publisher deletes it once the sink accepted it."""
-    shard = shard_of(workflow_id, OUTBOX_SHARDS)
+    shard = shard_of(workflow_id, shards.outbox)
     return Key(outbox_partition(shard), f"{ms(at):016d}#{enc(workflow_id)}#{enc(event_id)}")
 
 
