@@ -99,5 +99,13 @@ REGRESSIONS: tuple[Mutation, ...] = (
         "children (parent ended from outside)",
         "a child started while its parent is cancelled or timed out runs on",
     ),
+    Mutation(
+        "found-resumed-start-same-key",
+        "engine/runs/control.py",
+        "timers.arm(timers.DELAYED_START, workflow_id, start_at, uuid.uuid4().hex[:16])",
+        "timers.arm(timers.DELAYED_START, workflow_id, start_at)",
+        "delayed start (suspend, resume)",
+        "a delayed start resumed while a pass fires its timer stays pending for good",
+    ),
 )
 """Every fix the simulation led to, reverted one at a time."""
