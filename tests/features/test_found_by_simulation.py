@@ -23,10 +23,11 @@ from weft_serverless import (
     workflow,
 )
 from weft_serverless.codec import decode
+from weft_serverless.engine.persistence.records import WorkflowState
 from weft_serverless.engine.runs import control
 from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
-from weft_serverless.storage.base import Condition, Op, SortRange
+from weft_serverless.storage.base import Condition, Key, Op, SortRange
 from weft_serverless.testing import (
     CrashingStorage,
     DelegatingStorage,
@@ -421,3 +422,49 @@ def test_a_child_started_while_its_parent_times_out_is_closed() -> None:
         other.run_maintenance()
     assert driver.describe("p-1").status == "timed-out"
     assert driver.describe("p-1.kid").status == "cancelled"
+
+
+class _AfterReadingItSuspended(DelegatingStorage):
+    """Calls ``hook`` once, right after a read of ``d-1``'s state finds it suspended: a
+    resume on another engine lands between a pass's look at the run and its timers' delete."""
+
+    def __init__(self, inner: MemoryStorage, hook: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.hook, self.called = hook, False
+
+    def _get(self, key: Key) -> bytes | None:
+        value = super()._get(key)
+        if self.called or key != keys.state_key("d-1") or value is None:
+            return value
+        if WorkflowState.from_bytes(value).status == "suspended":
+            self.called = True
+            self.hook()
+        return value
+
+
+def test_a_delayed_start_resumed_while_a_pass_fires_it_still_starts() -> None:
+    """``liveness``: a pass (its clock at the start time) read a suspended delayed start's
+    timer as due and found the run suspended; a resume on an engine whose clock was a little
+    behind then put the run back to pending and re-armed its start timer under the very key
+    the pass had read, which the pass deleted once done: the run stayed pending for good.
+    A resume now re-arms the start under a key of its own."""
+    start = 1_767_225_600.0
+    store = MemoryStorage()
+    behind, ahead = VirtualClock(start - 10.0), VirtualClock(start - 10.0)
+    flows = {"job": workflow("job").execute(_done_at_once)}
+    options: dict[str, Any] = {"ownership": "workflow-lease", "background_tasks": "manual"}
+    resumer = Engine.create(store, flows, engine_id="resumer", clock=behind, **options)
+    resumer.start("job", id="d-1", start_at=start)
+    resumer.suspend("d-1")
+    racing = _AfterReadingItSuspended(store, lambda: resumer.resume("d-1"))
+    passer = Engine.create(racing, flows, engine_id="passer", clock=ahead, recover=False, **options)
+    ahead.advance(10.0)  # the start is due for the pass, still 10 ms ahead for the resume
+    behind.advance(10.0 - 0.01)
+    passer.run_maintenance()
+    assert racing.called
+    assert resumer.describe("d-1").status == "pending"
+    for _ in range(3):
+        for clock, engine in ((ahead, passer), (behind, resumer)):
+            clock.advance(15.0)
+            engine.run_maintenance()
+    assert resumer.describe("d-1").status == "completed"

@@ -7,6 +7,7 @@ retry and a delayed start's activation re-acquire a claim for this engine in the
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.keys.shards import ShardCounts
 
 _ATTEMPTS = 10
 Extra = Callable[[WorkflowState], list[Op]]
@@ -234,8 +236,22 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         ops.append(Put(Key(*record.timer), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
-        ops.append(timers.arm(rt.shards, timers.DELAYED_START, state.id, start_at))
+        ops.append(_rearm_delayed_start(rt.shards, state.id, start_at))
     return ops
+
+
+def _rearm_delayed_start(shards: ShardCounts, workflow_id: str, start_at: float) -> Put:
+    """A resumed delayed start's timer, under a key of its own rather than the one its start
+    armed (same due time, same tag).
+
+    A pass deletes the timers it read once it has acted on them, by key. One that read the
+    start's timer as due (its clock a little ahead of ours), found the run suspended and did
+    nothing, deletes that key after this resume lands: the re-armed timer, were it under the
+    same key, would go with it, and nothing would ever start the run (it has no other timer
+    and no claim). The start's own timer, if no pass took it, fires too and finds the run
+    started or suspended: a timer only wakes (ADR 0002).
+    """
+    return timers.arm(shards, timers.DELAYED_START, workflow_id, start_at, uuid.uuid4().hex[:16])
 
 
 def activate_delayed(rt: Runtime, workflow_id: str) -> bool:
