@@ -253,7 +253,8 @@ class AttemptRecord:
             "message": self.message,
             "at": self.at,
         }
-        for name, value in (
+        _put_present(
+            fields,
             ("tb", self.traceback),
             ("s", self.started_at),
             ("first", self.first_at),
@@ -261,9 +262,7 @@ class AttemptRecord:
             ("sig", self.signature),
             ("due", self.due),
             ("timer", self.timer),
-        ):
-            if value is not None:
-                fields[name] = value
+        )
         return encode(fields)
 
     @classmethod
@@ -306,7 +305,8 @@ class PendingRecord:
 
     def to_bytes(self) -> bytes:
         fields: dict[str, Any] = {}
-        for name, value in (
+        _put_present(
+            fields,
             ("child_id", self.child_id),
             ("policy", self.policy),
             ("async", self.async_attempt),
@@ -314,9 +314,7 @@ class PendingRecord:
             ("sig", self.signature),
             ("due", self.due),
             ("timer", self.timer),
-        ):
-            if value is not None:
-                fields[name] = value
+        )
         return encode(fields)
 
     @classmethod
@@ -422,3 +420,11 @@ class TimerRecord:
     @classmethod
     def from_bytes(cls, data: bytes) -> TimerRecord:
         return cls.from_map(decode(data))
+
+
+def _put_present(fields: dict[str, Any], *pairs: tuple[str, Any]) -> None:
+    """Add each ``(key, value)`` whose value is set: an unset field is absent from the stored
+    map, not nil, so the bytes stay those of the maps written before the records had classes."""
+    for name, value in pairs:
+        if value is not None:
+            fields[name] = value
