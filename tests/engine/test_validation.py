@@ -303,6 +303,29 @@ def test_yielding_a_non_command_fails_with_a_hint(storage_factory: Opener) -> No
     assert "yielded int, not a durable command" in info.value.error_message
 
 
+def test_a_command_subclass_the_engine_has_no_handler_for_fails_the_run(
+    storage_factory: Opener,
+) -> None:
+    """A ``Command`` subclass of the user's own is not a durable operation the engine can
+    carry out: the run fails with a typed error naming it, as any other non-command yield
+    does, instead of a bare ``TypeError`` escaping the drive."""
+    from weft_serverless.commands import Command
+
+    class Homemade(Command[int]):
+        def signature(self) -> str:
+            return "homemade"
+
+    def homemade(ctx: Any, _: Any) -> Any:
+        return (yield Homemade())
+
+    te = make_engine(storage_factory, {"homemade": workflow("homemade").execute(homemade)})
+    with pytest.raises(WorkflowFailedError) as info:
+        te.start("homemade", id="h").result()
+    assert info.value.error_type == "InvalidArgumentError"
+    assert "Homemade" in info.value.error_message
+    assert "no handler" in info.value.error_message
+
+
 def test_a_command_never_yielded_fails_the_run_naming_it(storage_factory: Opener) -> None:
     """``ctx.run("a", x)`` without ``yield`` does not run, so the run fails instead of
     completing without it; the error names the command, and the yielded step still ran."""

@@ -206,7 +206,7 @@ class _Run:
             mismatch = self._store_finalizers()
             if mismatch is not None:
                 return self._fail(mismatch)
-        if not isinstance(cmd, Command):
+        if not isinstance(cmd, Command) or not self.runner.carries_out(cmd):
             self.gen.close()
             return self._fail(_not_a_command(cmd))
         self.ctx.mark_yielded(cmd)
@@ -312,6 +312,12 @@ class _Run:
 
 
 def _not_a_command(value: Any) -> InvalidArgumentError:
+    if isinstance(value, Command):
+        return InvalidArgumentError(
+            f"the workflow yielded {type(value).__name__}, a Command the engine has no handler "
+            "for; yield the engine's own commands (ctx.run(...), ctx.sleep(...) and the like), "
+            "or wrap the work in an activity"
+        )
     hint = (
         "; to call a helper generator use `yield from helper(ctx)`"
         if hasattr(value, "send") and hasattr(value, "throw")

@@ -100,6 +100,12 @@ class StepRunner(StepScope):
             raise TypeError(f"unknown command {cmd!r}")
         return handler(self, cmd, slot)
 
+    @staticmethod
+    def carries_out(cmd: Command[Any]) -> bool:
+        """Whether the step table has an entry for the command: a ``Command`` subclass of
+        the user's own is data the engine cannot carry out."""
+        return (HANDLERS.get(type(cmd)) or lookup(HANDLERS, cmd)) is not None
+
     def at_yield(self, cmd: Command[Any]) -> AtYield | None:
         """How the command is answered where it is yielded; None: it takes a step slot."""
         entry = HANDLERS.get(type(cmd)) or lookup(HANDLERS, cmd)
