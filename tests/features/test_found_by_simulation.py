@@ -468,3 +468,39 @@ def test_a_delayed_start_resumed_while_a_pass_fires_it_still_starts() -> None:
             clock.advance(15.0)
             engine.run_maintenance()
     assert resumer.describe("d-1").status == "completed"
+
+
+def _sleeps_ten_seconds(ctx: Any, _: Any) -> Any:
+    yield ctx.sleep(10.0)
+    return "woke"
+
+
+@pytest.mark.parametrize("driver", ["resumer", "passer"])
+def test_a_sleep_resumed_while_a_pass_fires_it_still_wakes(driver: str) -> None:
+    """The shape of the delayed-start race above, on a sleeping run: a pass (its clock at the
+    sleep's due time) reads the sleep's timer, finds the run suspended and does nothing; a
+    resume on an engine whose clock is a little behind re-arms the sleep's timer under its
+    original key; the pass then deletes the timers it read. The resumed run must still wake,
+    whichever engine drives it next (the resumer's clock says the sleep is 10 ms ahead)."""
+    start = 1_767_225_600.0
+    store = MemoryStorage()
+    behind, ahead = VirtualClock(start), VirtualClock(start)
+    flows = {"sleeper": workflow("sleeper").execute(_sleeps_ten_seconds)}
+    options: dict[str, Any] = {"ownership": "workflow-lease", "background_tasks": "manual"}
+    resumer = Engine.create(store, flows, engine_id="resumer", clock=behind, **options)
+    resumer.start("sleeper", id="d-1")
+    resumer.suspend("d-1")
+    racing = _AfterReadingItSuspended(store, lambda: resumer.resume("d-1"))
+    passer = Engine.create(racing, flows, engine_id="passer", clock=ahead, recover=False, **options)
+    ahead.advance(10.0)  # the sleep is due for the pass, still 10 ms ahead for the resume
+    behind.advance(10.0 - 0.01)
+    passer.run_maintenance()
+    assert racing.called
+    first, second = (resumer, passer) if driver == "resumer" else (passer, resumer)
+    first.run_maintenance()
+    second.run_maintenance()
+    for _ in range(3):
+        for clock, engine in ((ahead, passer), (behind, resumer)):
+            clock.advance(15.0)
+            engine.run_maintenance()
+    assert resumer.describe("d-1").status == "completed"

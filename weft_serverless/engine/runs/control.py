@@ -233,11 +233,22 @@ def _rearm(rt: Runtime, state: WorkflowState) -> list[Op]:
         top = keys.top_slot(slot)
         if top in history.ops or not record.timer:
             continue
-        ops.append(Put(Key(*record.timer), timers.timer_value(state.id, timers.RESUME)))
+        ops.append(Put(_own_key(Key(*record.timer)), timers.timer_value(state.id, timers.RESUME)))
     start_at = state.extra.get("start_at")
     if _still_delayed(rt, state) and start_at is not None:
         ops.append(_rearm_delayed_start(rt.shards, state.id, start_at))
     return ops
+
+
+def _own_key(original: Key) -> Key:
+    """A re-armed step timer's key: the original's shard, due time and tag, with a suffix of
+    its own. A pass that read the original as due, found the run suspended and did nothing,
+    deletes the key it read once done; were the resume's timer under that key, it would go
+    with it, and a drive whose clock says the sleep is not due yet would park with no timer
+    left to wake it (the delayed start's race below, on a sleep or a retry backoff). The
+    original, if no pass took it, fires too and finds nothing more to do: a timer only
+    wakes (ADR 0002)."""
+    return Key(original.partition, f"{original.sort}~{uuid.uuid4().hex[:16]}")
 
 
 def _rearm_delayed_start(shards: ShardCounts, workflow_id: str, start_at: float) -> Put:
