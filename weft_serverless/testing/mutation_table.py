@@ -352,5 +352,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "updates racing cancels",
         "an update lands on a run cancelled (or taken over) since its drive read it",
     ),
+    Mutation(
+        "update-applied-twice",
+        "engine/runs/updates.py",
+        "commit(rt, ctx.workflow_id, [Condition(applied_key, None), Condition(response_key, None)],"
+        " ops)",
+        "commit(rt, ctx.workflow_id, [], ops)",
+        "updates racing updates",
+        "two engines apply updates at one place: the second replaces the first's applied record",
+    ),
 )
 """The planted defects: the earlier audit's, the issue's, and one or more per feature."""

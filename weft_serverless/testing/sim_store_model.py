@@ -81,6 +81,7 @@ class StoreModel:
         for wf, old in states_before.items():
             self._frozen(where, wf, old, entry)
             self._signals_consumed(where, wf, entry, before)
+        self._updates_applied_once(where, entry, before)
         for wf in self._suspects(entry):
             self._terminal_leaves_nothing(where, wf)
             self._holds_its_slot(where, wf)
@@ -272,6 +273,39 @@ class StoreModel:
             self.file(
                 "signals-leave-consumed", f"{where}: dropped {[k.sort for k in gone]} of {wf}"
             )
+
+    def _updates_applied_once(
+        self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
+    ) -> None:
+        """An update is applied once: its applied record and its response are put only where
+        none is stored (a second engine applying it, or another update at the same place,
+        would replace what replay applies and what its sender was answered), and no two
+        applied records of one run carry the same update id."""
+        for op in entry.ops:
+            if not isinstance(op, Put) or not op.key.partition.startswith("wf#"):
+                continue
+            sort = op.key.sort
+            if not sort.startswith((keys.UPDATE_APPLIED_PREFIX, keys.UPDATE_RESPONSE_PREFIX)):
+                continue
+            if before[op.key] is not None:
+                self.file("updates-applied-once", f"{where}: replaced {sort} of {op.key.partition}")
+                continue
+            if not sort.startswith(keys.UPDATE_APPLIED_PREFIX):
+                continue
+            update_id = decode(op.value).get("id")
+            if update_id is None:
+                continue
+            for key, value in self.store.items():
+                if (
+                    key != op.key
+                    and key.partition == op.key.partition
+                    and key.sort.startswith(keys.UPDATE_APPLIED_PREFIX)
+                    and decode(value).get("id") == update_id
+                ):
+                    self.file(
+                        "updates-applied-once",
+                        f"{where}: update {update_id!r} applied again at {sort} ({key.sort})",
+                    )
 
     def _lease_fence(self, where: str, entry: JournalEntry) -> None:
         """Under ``lease`` every engine write is fenced on the current store-wide epoch by
