@@ -361,5 +361,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         "updates racing updates",
         "two engines apply updates at one place: the second replaces the first's applied record",
     ),
+    Mutation(
+        "continue-keeps-finalizers",
+        "engine/runs/continuation.py",
+        "        for position, _ in of_history(history)\n",
+        "        for position, _ in of_history(history)\n        if False\n",
+        "continue_as_new",
+        "a continued run keeps the ended run's finalizer registrations",
+    ),
 )
 """The planted defects: the earlier audit's, the issue's, and one or more per feature."""

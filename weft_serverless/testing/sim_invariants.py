@@ -305,6 +305,7 @@ INVARIANTS: dict[str, Checker] = {
     "freed-slots-wake-their-queue": from_model("freed-slots-wake-their-queue"),
     "signals-leave-consumed": from_model("signals-leave-consumed"),
     "updates-applied-once": from_model("updates-applied-once"),
+    "continue-carries-nothing-over": from_model("continue-carries-nothing-over"),
     "bulk-operations-finish-exactly": checks.bulk_operations_finish_exactly,
     "listings-match-runs": checks.listings_match_runs,
     "maps-respect-their-bound": checks.maps_respect_their_bound,

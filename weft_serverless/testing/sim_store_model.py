@@ -81,6 +81,7 @@ class StoreModel:
         for wf, old in states_before.items():
             self._frozen(where, wf, old, entry)
             self._signals_consumed(where, wf, entry, before)
+            self._continue_carries_nothing(where, wf, old)
         self._updates_applied_once(where, entry, before)
         for wf in self._suspects(entry):
             self._terminal_leaves_nothing(where, wf)
@@ -273,6 +274,31 @@ class StoreModel:
             self.file(
                 "signals-leave-consumed", f"{where}: dropped {[k.sort for k in gone]} of {wf}"
             )
+
+    def _continue_carries_nothing(self, where: str, wf: str, old: WorkflowState | None) -> None:
+        """The write that continues a run as new leaves the next run none of the ended run's
+        version pins or finalizer registrations: they belong to the run that made them (its
+        other records are set aside by slot and deleted by the next drive)."""
+        new = self.states.get(wf)
+        if old is None or new is None or new.run <= old.run:
+            return
+        partition = keys.workflow_partition(wf)
+        first = keys.step_slot(new.first_step)
+        left = sorted(
+            key.sort
+            for key in self.store
+            if key.partition == partition
+            and (
+                key.sort.startswith(keys.VERSION_PREFIX)
+                or (
+                    key.sort.startswith(keys.FINALIZER_PREFIX)
+                    and key.sort[len(keys.FINALIZER_PREFIX) :].split("#", 1)[0] < first
+                )
+            )
+        )
+        if left:
+            line = f"{where}: run {new.run} of {wf} kept {left}"
+            self.file("continue-carries-nothing-over", line)
 
     def _updates_applied_once(
         self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]
