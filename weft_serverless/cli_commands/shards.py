@@ -56,26 +56,20 @@ def add(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def cmd_show(args: argparse.Namespace) -> int:
     from weft_serverless.storage import shard_layout, shard_migration
-    from weft_serverless.storage.keys.shards import ShardLayout
 
     storage = open_storage(args)
     try:
-        found = shard_layout.read_marker(storage)
+        report = shard_migration.show(storage)
+        marker = shard_layout.read_marker(storage) is not None
     finally:
         storage.close()
-    layout = found[0] if found is not None else ShardLayout()
-    report = shard_migration.describe(
-        layout,
-        next_at=None if layout.pending is None else layout.since + layout.settle,
-    )
-    _print(args, report, marker=found is not None)
+    _print(args, report, marker=marker)
     return 0
 
 
 def cmd_change(args: argparse.Namespace) -> int:
-    from weft_serverless.engine.persistence.records import STATUSES
+    from weft_serverless import WORKFLOW_STATUSES
     from weft_serverless.storage import shard_layout, shard_migration
-    from weft_serverless.storage.keys.shards import ShardLayout
 
     requested = {name: getattr(args, name) for name in INDEX_FLAGS}
     counts = {name: value for name, value in requested.items() if value is not None}
@@ -84,12 +78,11 @@ def cmd_change(args: argparse.Namespace) -> int:
     )
     storage = open_storage(args)
     try:
-        found = shard_layout.read_marker(storage)
-        layout = found[0] if found is not None else ShardLayout()
+        layout = shard_migration.stored_layout(storage)
         target = shard_migration.target_counts(layout, counts or None)
         while True:
             now = time.time()
-            change = shard_migration.advance(storage, target, now, settle, STATUSES)
+            change = shard_migration.advance(storage, target, now, settle, WORKFLOW_STATUSES)
             _print(args, change, marker=True)
             if change.done or args.no_wait or change.next_at is None:
                 return 0

@@ -83,6 +83,21 @@ def describe(layout: ShardLayout, **extra: object) -> ShardChange:
     )
 
 
+def stored_layout(storage: Storage) -> ShardLayout:
+    """The store's layout (the defaults when it has no marker)."""
+    found = read_marker(storage)
+    return ShardLayout() if found is None else found[0]
+
+
+def show(storage: Storage) -> ShardChange:
+    """Where the store's counts stand: a change under way reports when its next phase may
+    begin."""
+    layout = stored_layout(storage)
+    return describe(
+        layout, next_at=None if layout.pending is None else layout.since + layout.settle
+    )
+
+
 def target_counts(layout: ShardLayout, shards: Mapping[str, int] | None) -> ShardCounts:
     """The counts a change asks for: ``shards`` over the store's counts (unlisted indexes
     keep theirs); None carries on with the change under way (or asks for none). Bad input
@@ -259,5 +274,7 @@ __all__ = [
     "describe",
     "leftover",
     "migrate",
+    "show",
+    "stored_layout",
     "target_counts",
 ]
