@@ -94,6 +94,7 @@ from weft_serverless.event_sink import EventBridgeSink, EventSink
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
+from weft_serverless.storage.shard_migration import ShardChange
 from weft_serverless.workflow import WorkflowDefinition, workflow
 
 __version__ = "0.1.0"
@@ -149,6 +150,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "SearchAttributeError",
     "ServicesUnavailableError",
+    "ShardChange",
     "StorageError",
     "StorageLimitError",
     "TeardownPendingError",

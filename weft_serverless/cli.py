@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_schedules(subcommands)
     _add_bulk(subcommands)
     _add_console(subcommands)
+    _add_shards(subcommands)
     return parser
 
 
@@ -125,6 +126,12 @@ def _add_bulk(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     from weft_serverless.cli_commands import bulk
 
     bulk.add(subcommands)
+
+
+def _add_shards(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from weft_serverless.cli_commands import shards
+
+    shards.add(subcommands)
 
 
 def _add_console(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import math
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -47,9 +49,11 @@ from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.engine.schedules.spec import DEFAULT_CATCHUP_WINDOW
 from weft_serverless.engine.session import Session
+from weft_serverless.errors import ConfigurationError
 from weft_serverless.event_sink import EventSink
-from weft_serverless.storage import shard_layout
+from weft_serverless.storage import shard_layout, shard_migration
 from weft_serverless.storage.base import Storage
+from weft_serverless.storage.shard_migration import DEFAULT_LONGEST_INVOCATION, ShardChange
 from weft_serverless.workflow import WorkflowDefinition
 
 
@@ -92,6 +96,7 @@ class Engine:
         events: EventSink | None = None,
         tracer: Any = None,
         shards: Mapping[str, int] | None = None,
+        shards_refresh: float = shard_layout.DEFAULT_REFRESH,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -101,6 +106,7 @@ class Engine:
             ownership, background_tasks, lease_timing, claim_timing, max_payload_bytes
         )
         requested = shard_layout.check_shards(shards)
+        refresh = shard_layout.check_refresh(shards_refresh)
         clock = clock or wall_clock
         rt = assemble(
             storage,
@@ -117,7 +123,8 @@ class Engine:
             services=config.check_services(services, workflows),
             events=config.check_event_sink(events),
             tracer=config.check_tracer(tracer),
-            shards=shard_layout.open_shards(storage, requested, clock(), STATUSES),
+            layout=shard_layout.open_layout(storage, requested, clock(), STATUSES),
+            shard_refresh=refresh,
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -411,6 +418,41 @@ class Engine:
     ) -> MaintenanceReport:
         """One pass: fire up to ``max_timers`` timers due at ``now`` and drive what they wake."""
         return self._session.maintain(now, budget_seconds, max_timers)
+
+    def change_shards(
+        self,
+        shards: Mapping[str, int] | None = None,
+        *,
+        longest_invocation: float = DEFAULT_LONGEST_INVOCATION,
+        wait: bool = True,
+        sleep: Callable[[float], None] | None = None,
+    ) -> ShardChange:
+        """Change the store's shard counts live (ADR 0050): ``shards`` over its counts
+        (unlisted indexes keep theirs; None carries on with a change under way).
+
+        Each phase begins ``shards_refresh`` plus ``longest_invocation`` seconds after the
+        previous one, so every engine serving the store has seen it; with ``wait`` this
+        sleeps (``sleep``, default ``time.sleep``) until the change is done, else it does
+        what is due now and reports where the change stands. Resumable and idempotent: called
+        again after a crash, by any process, it carries on from the phase in the marker.
+        Every engine serving the store must re-read the marker at least as often as this
+        one (``shards_refresh``). Bad counts raise ``ConfigurationError`` before any write.
+        """
+        live = self._rt.layout
+        target = shard_migration.target_counts(live.reread(), shards)
+        settle = live.refresh + shard_migration.check_settle(longest_invocation)
+        if not math.isfinite(settle):
+            raise ConfigurationError(
+                "an engine that never re-reads its shard counts cannot change them"
+            )
+        pause = sleep or time.sleep
+        while True:
+            now = self._rt.now()
+            change = shard_migration.advance(self._rt.storage, target, now, settle, STATUSES)
+            live.reread()
+            if change.done or not wait or change.next_at is None:
+                return change
+            pause(max(0.0, change.next_at - now))
 
     def close(self) -> None:
         """Stop background work; the storage stays open (it belongs to the caller)."""

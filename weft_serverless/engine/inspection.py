@@ -27,8 +27,8 @@ from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
-from weft_serverless.storage.keys.shards import DEFAULT_SHARDS
-from weft_serverless.storage.shard_layout import read_shards
+from weft_serverless.storage.keys.shards import ShardLayout
+from weft_serverless.storage.shard_layout import read_marker
 
 if TYPE_CHECKING:
     from weft_serverless.engine.engine import Engine
@@ -236,10 +236,11 @@ def read_only_engine(
     from weft_serverless.engine.ownership import ReadOnly
     from weft_serverless.engine.runtime import assemble
 
-    shards = read_shards(storage) or DEFAULT_SHARDS
+    found = read_marker(storage)
+    layout = ShardLayout() if found is None else found[0]
     return Engine(
         assemble(
-            storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id, shards=shards
+            storage, dict(workflows or {}), ownership=ReadOnly, engine_id=engine_id, layout=layout
         )
     )
 

@@ -154,7 +154,7 @@ def _earliest_due(
             yield sort, partition, value
 
     bound = keys.timer_due_bound(now)
-    merged = heapq.merge(*(shard(n) for n in range(rt.shards.timers)))
+    merged = heapq.merge(*(shard(n) for n in range(rt.shards_to_read.timers)))
     return itertools.islice(merged, cap)
 
 
@@ -255,7 +255,7 @@ def _fire(
 
 def next_due(rt: Runtime) -> float | None:
     earliest: float | None = None
-    for shard in range(rt.shards.timers):
+    for shard in range(rt.shards_to_read.timers):
         for sort, _ in rt.storage.scan(keys.timer_partition(shard), limit=1):
             due = keys.timer_due_of(sort)
             earliest = due if earliest is None else min(earliest, due)

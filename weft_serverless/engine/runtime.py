@@ -45,7 +45,8 @@ from weft_serverless.engine.process.telemetry import Metrics, logger
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
-from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
+from weft_serverless.storage.keys.shards import ShardCounts, ShardLayout
+from weft_serverless.storage.shard_layout import DEFAULT_REFRESH, LiveShards
 from weft_serverless.workflow import ActivityDefinition, WorkflowDefinition
 
 if TYPE_CHECKING:  # tracing is imported only when a tracer is given (cold starts)
@@ -209,12 +210,28 @@ class Runtime:
     events: EventSink | None = None
     # Spans for drives and attempts (None: no tracer, no tracing code runs; tracing.py).
     tracer: Tracing | None = None
-    # The store's shard counts, read once when the engine opened it (ADR 0050).
-    shards: ShardCounts = DEFAULT_SHARDS
+    # The store's shard layout, read when the engine opened it and again before any index
+    # write or read once the copy is ``refresh`` old (ADR 0050).
+    layout: LiveShards = field(default_factory=LiveShards.fixed)
 
     @property
     def closed(self) -> bool:
         return self.shutdown.closed
+
+    @property
+    def shards(self) -> ShardCounts:
+        """The counts an index item is written under now (asked only by index writes)."""
+        return self.layout.current().write
+
+    @property
+    def shard_layout(self) -> ShardLayout:
+        """The layout now, for a writer that deletes an index item by a recomputed key."""
+        return self.layout.current()
+
+    @property
+    def shards_to_read(self) -> ShardCounts:
+        """The shards an index reader scans now: both layouts' while the counts change."""
+        return self.layout.current().read
 
     @property
     def time_left(self) -> Callable[[], float] | None:
@@ -273,16 +290,23 @@ def assemble(
     services: ServiceFactory | None = None,
     events: EventSink | None = None,
     tracer: Tracing | None = None,
-    shards: ShardCounts = DEFAULT_SHARDS,
+    layout: ShardLayout | None = None,
+    shard_refresh: float = DEFAULT_REFRESH,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
     ``max_payload_bytes`` is the configured cap (None: the default, see ``payload_limit``);
     ``clock_skew`` the checked ``max_clock_skew`` (None: no check); ``services`` the
-    checked services factory (not called here). Nothing is read yet: the caller bootstraps
-    the mode.
+    checked services factory (not called here); ``layout`` the store's shard layout as just
+    read (None: the defaults, never read again), read again every ``shard_refresh`` seconds.
+    Nothing else is read yet: the caller bootstraps the mode.
     """
     metrics, engine_time, shutdown = Metrics(), EngineTime(clock), Shutdown()
+    live = (
+        LiveShards.fixed()
+        if layout is None
+        else LiveShards(storage, layout, engine_time.now, shard_refresh)
+    )
     guard = ClockGuard(storage, metrics, clock_skew)
     host = OwnerHost(
         storage=storage,
@@ -292,7 +316,7 @@ def assemble(
         clock_guard=guard,
         workflow_types=definitions,
         stop=shutdown.close,
-        shards=shards,
+        live_shards=live,
     )
     return Runtime(
         storage=storage,
@@ -313,7 +337,7 @@ def assemble(
         services=Services(services, metrics),
         events=events,
         tracer=tracer,
-        shards=shards,
+        layout=live,
     )
 
 

@@ -145,7 +145,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "terminal-keeps-claim-index",
         "engine/ownership/claims.py",
-        "        Delete(keys.claim_index_key(shards, workflow_id)),\n",
+        "        *(Delete(key) for key in keys.claim_index_keys(layout, workflow_id)),\n",
         "",
         "workflow-lease release",
         "a released claim leaves its claim-index entry",
@@ -290,7 +290,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "upsert-skips-index",
         "engine/steps/upserts.py",
-        "ops=[Put(key, new_bytes), *index_entries.index_ops(scope.rt.shards, state, new)],",
+        "ops=[Put(key, new_bytes), *index_entries.index_ops(scope.rt.shard_layout, state, new)],",
         "ops=[Put(key, new_bytes)],",
         "search-attribute upserts",
         "list by an upserted attribute misses the run",

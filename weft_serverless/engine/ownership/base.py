@@ -25,7 +25,8 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
-from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
+from weft_serverless.storage.keys.shards import ShardLayout
+from weft_serverless.storage.shard_layout import LiveShards
 
 if TYPE_CHECKING:
     from weft_serverless.engine.persistence.records import History
@@ -126,7 +127,12 @@ class OwnerHost:
     clock_guard: ClockGuard
     workflow_types: Container[str]
     stop: Callable[[], None]
-    shards: ShardCounts = DEFAULT_SHARDS
+    live_shards: LiveShards = field(default_factory=LiveShards.fixed)
+
+    @property
+    def shards(self) -> ShardLayout:
+        """The store's shard layout now, read again once the copy is old (ADR 0050)."""
+        return self.live_shards.current()
 
     def write(self, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
         """Write the mode's own records (marker, lease, epoch, holder, head) in one batch, on

@@ -27,7 +27,7 @@ from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
-from weft_serverless.storage.keys.shards import ShardCounts
+from weft_serverless.storage.keys.shards import ShardLayout
 
 COOLDOWN_CAP_MULTIPLIER = 4
 
@@ -161,10 +161,7 @@ class ClaimRegistry(Ownership):
             ops=[
                 *ops,
                 Put(keys.owner_holder_key(workflow_id), holder),
-                Put(
-                    keys.claim_index_key(self.host.shards, workflow_id),
-                    encode({"e": self.host.engine_id}),
-                ),
+                *claim_index_ops(self.host.shards, workflow_id, self.host.engine_id),
             ],
         )
         claim = Claim(pack_epoch(new_epoch), holder, expires, self.host.now(), head=head)
@@ -223,8 +220,16 @@ class ClaimRegistry(Ownership):
         warn(WorkflowClaimLost, f"workflow {workflow_id!r}: claim lost, stopped driving it")
 
 
-def release_ops(shards: ShardCounts, workflow_id: str) -> list[Op]:
+def claim_index_ops(layout: ShardLayout, workflow_id: str, engine_id: str) -> list[Op]:
+    """The claim's index entry put under the counts written now and, while the counts
+    change, deleted under the other layout, so a claim is never indexed twice."""
+    written, *others = keys.claim_index_keys(layout, workflow_id)
+    return [Put(written, encode({"e": engine_id})), *(Delete(key) for key in others)]
+
+
+def release_ops(layout: ShardLayout, workflow_id: str) -> list[Op]:
+    """The holder and the claim's index entry deleted, under every layout it may sit in."""
     return [
         Delete(keys.owner_holder_key(workflow_id)),
-        Delete(keys.claim_index_key(shards, workflow_id)),
+        *(Delete(key) for key in keys.claim_index_keys(layout, workflow_id)),
     ]

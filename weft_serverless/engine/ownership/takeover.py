@@ -79,7 +79,7 @@ class Takeover(ClaimRegistry):
     def _reclaim(self, drive: Drive, exhausted: Callable[[], bool]) -> int:
         reclaimed = 0
         now = self.host.now()
-        for shard in range(self.host.shards.claims):
+        for shard in range(self.host.shards.read.claims):
             for sort, _ in self.host.storage.scan(keys.claim_partition(shard)):
                 if exhausted():
                     return reclaimed
@@ -142,16 +142,16 @@ class Takeover(ClaimRegistry):
         by an external transition; the run itself is left as it is (a pending run is activated
         by its delayed start, a suspended one by resume).
         """
-        index = keys.claim_index_key(self.host.shards, workflow_id)
+        layout = self.host.shards
         conditions = [
             Condition(keys.owner_holder_key(workflow_id), owner.holder),
             Condition(keys.state_key(workflow_id), state_bytes),
         ]
-        ops: list[Op] = [Delete(index)]
+        ops: list[Op] = [Delete(key) for key in keys.claim_index_keys(layout, workflow_id)]
         if owner.holder is not None:
             fence, ops = rotation(workflow_id, owner)
             conditions += fence
-            ops += release_ops(self.host.shards, workflow_id)
+            ops += release_ops(layout, workflow_id)
         if not self.host.write(conditions, ops):
             return False
         if owner.holder is not None:

@@ -16,7 +16,7 @@ from weft_serverless.errors import SearchAttributeError
 from weft_serverless.search_attributes import value_token
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Op, Put
-from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts
+from weft_serverless.storage.keys.shards import DEFAULT_SHARDS, ShardCounts, ShardLayout
 
 ATTRIBUTES_FIELD = "sa"
 TAGS_FIELD = "tags"
@@ -92,15 +92,34 @@ def check_fits(state: WorkflowState) -> None:
 
 
 def index_ops(
-    shards: ShardCounts, before: WorkflowState | None, after: WorkflowState | None
+    layout: ShardLayout, before: WorkflowState | None, after: WorkflowState | None
 ) -> list[Op]:
     """The writes taking the index from ``before`` to ``after`` (None: no run): stale items
-    deleted, new or changed ones put, unchanged ones left alone."""
-    old = entries(shards, before) if before is not None else {}
-    new = entries(shards, after) if after is not None else {}
-    ops: list[Op] = [Delete(key) for key in old if key not in new]
-    ops += [Put(key, value) for key, value in new.items() if old.get(key) != value]
+    deleted, new or changed ones put, unchanged ones left alone.
+
+    While the store's counts change (ADR 0050) an item of ``before`` may sit under either
+    layout: every key it may have that ``after`` does not keep is deleted, and an item put
+    under the written counts whose other-layout key differs is put even when unchanged, with
+    that other key deleted, so it is never left behind nor held twice. A run not started yet
+    (``before`` None) has no item anywhere to delete."""
+    written = layout.write
+    old = entries(written, before) if before is not None else {}
+    new = entries(written, after) if after is not None else {}
+    stale: dict[Key, None] = dict.fromkeys(key for key in old if key not in new)
+    moving: set[Key] = set()
+    for other in layout.layouts[1:] if before is not None else ():
+        twins = entries(other, after) if after is not None else {}
+        moving.update(key for key in new if key not in twins)
+        for key in (*_keys_of(other, before), *twins):
+            if key not in new:
+                stale[key] = None
+    ops: list[Op] = [Delete(key) for key in stale]
+    ops += [Put(key, value) for key, value in new.items() if old.get(key) != value or key in moving]
     return ops
+
+
+def _keys_of(shards: ShardCounts, state: WorkflowState | None) -> list[Key]:
+    return [] if state is None else list(entries(shards, state))
 
 
 def decode_item(value: bytes) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def publish(rt: Runtime) -> dict[str, int]:
     if sink is None:
         return {}
     pending: list[Pending] = []
-    for shard in range(rt.shards.outbox):
+    for shard in range(rt.shards_to_read.outbox):
         partition = keys.outbox_partition(shard)
         for sort, value in rt.storage.scan(partition, limit=MAX_EVENTS_PER_PASS):
             try:

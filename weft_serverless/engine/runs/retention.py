@@ -66,7 +66,7 @@ def purge(rt: Runtime, workflow_id: str, *, when_due: bool = False) -> PurgeOutc
         ops: list[Op] = [
             Delete(state_key),
             # the status entry, attribute and tag items
-            *index_entries.index_ops(rt.shards, state, None),
+            *index_entries.index_ops(rt.shard_layout, state, None),
             *rotation.ops,
         ]
         if not write(rt, conditions, ops, check=False):

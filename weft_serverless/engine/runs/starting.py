@@ -83,7 +83,10 @@ def start_fragment(rt: Runtime, state: WorkflowState, epoch: bytes | None = None
     state_key = keys.state_key(state.id)
     fragment = Fragment(
         conditions=[Condition(state_key, None)],
-        ops=[Put(state_key, state.to_bytes()), *index_entries.index_ops(rt.shards, None, state)],
+        ops=[
+            Put(state_key, state.to_bytes()),
+            *index_entries.index_ops(rt.shard_layout, None, state),
+        ],
     )
     if state.idempotency_key is not None:
         idem = keys.idempotency_key(state.idempotency_key)

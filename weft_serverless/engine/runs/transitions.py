@@ -59,7 +59,7 @@ def move(
     ops: list[Op] = [Put(keys.state_key(state.id), new.to_bytes())]
     if status != state.status:
         # the status entry, attribute and tag items
-        ops += index_entries.index_ops(rt.shards, state, new)
+        ops += index_entries.index_ops(rt.shard_layout, state, new)
     if status not in TERMINAL:
         return new, ops
     # in the terminal batch: never leaked nor doubled

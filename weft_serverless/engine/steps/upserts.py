@@ -41,6 +41,6 @@ def upsert(scope: StepScope, cmd: UpsertSearchAttributes, slot: str) -> Done:
         Outcome(None),
         OpRecord.holding(encode(None)),
         conditions=[Condition(key, history.state_bytes)],
-        ops=[Put(key, new_bytes), *index_entries.index_ops(scope.rt.shards, state, new)],
+        ops=[Put(key, new_bytes), *index_entries.index_ops(scope.rt.shard_layout, state, new)],
         after_commit=[committed],
     )

@@ -60,7 +60,7 @@ def counted_page(
     counts: dict[str, int] = {}
     streams: list[list[tuple[str, bytes, str]]] = []
     by_key = counting.started_after, counting.started_before, counting.id_prefix
-    for partition, prefix, status in _sources(rt.shards, counting):
+    for partition, prefix, status in _sources(rt.shards_to_read, counting):
         low, high = _bounds(counting, prefix, None)
         keeper = _Keeper(limit, cursor, newest)
         entries = rt.storage.scan(partition, prefix, gt=low, lt=high)
@@ -169,7 +169,7 @@ def _count_keys(rt: Runtime, where: Filter) -> dict[Any, int]:
     """Runs per status from the status entries' keys, none decoded: what the runs page asks
     every few seconds costs a key read per run, not a decode and a merge (ADR 0034)."""
     counts: dict[Any, int] = {}
-    for partition, prefix, status in _sources(rt.shards, where):
+    for partition, prefix, status in _sources(rt.shards_to_read, where):
         low, high = _bounds(where, prefix, None)
         found = 0
         for sort, _ in rt.storage.scan(partition, prefix, gt=low, lt=high):
@@ -197,7 +197,7 @@ def _rows(rt: Runtime, where: Filter, cursor: str | None, chunk: int) -> Iterato
     newest = where.order == "newest"
     streams = [
         _stream(rt, where, partition, prefix, status, cursor, chunk)
-        for partition, prefix, status in _sources(rt.shards, where)
+        for partition, prefix, status in _sources(rt.shards_to_read, where)
     ]
     yield from heapq.merge(*streams, key=lambda pair: pair[0], reverse=newest)
 
@@ -296,6 +296,6 @@ def _row(where: Filter, suffix: str, value: bytes, status: str | None) -> Row | 
 
 
 def all_ids(rt: Runtime, status: str) -> Iterator[str]:
-    for shard in range(rt.shards.status):
+    for shard in range(rt.shards_to_read.status):
         for sort, _ in rt.storage.scan(keys.status_partition(status, shard)):
             yield keys.status_entry_id(sort)

@@ -7,7 +7,7 @@ import math
 
 from weft_serverless.storage.base import Key
 from weft_serverless.storage.keys.encoding import dec, enc, ms, shard_of
-from weft_serverless.storage.keys.shards import ShardCounts
+from weft_serverless.storage.keys.shards import ShardCounts, ShardLayout
 
 # -- timers ----------------------------------------------------------------------------------
 
@@ -119,3 +119,9 @@ def claim_partition(shard: int) -> str:
 def claim_index_key(shards: ShardCounts, workflow_id: str) -> Key:
     """Lists claims held anywhere, so a maintenance pass can find expired ones to take over."""
     return Key(claim_partition(shard_of(workflow_id, shards.claims)), enc(workflow_id))
+
+
+def claim_index_keys(layout: ShardLayout, workflow_id: str) -> list[Key]:
+    """Where the claim index entry of ``workflow_id`` may sit: the written key first, then
+    (while the counts change) the other layout's key when it differs."""
+    return list(dict.fromkeys(claim_index_key(counts, workflow_id) for counts in layout.layouts))

@@ -1,14 +1,15 @@
-"""How many shards each hash-sharded index of one store has.
+"""How many shards each hash-sharded index of one store has, and how a change moves them.
 
 Chosen when the store is created and kept in its layout marker (``meta/shards``); an engine
-reads it once when it opens the store and hands it to every key function that picks a shard
-(ADR 0050). A store without a marker (every store created before the choice existed) has the
-defaults, its layout then and now.
+reads it when it opens the store, again at least every ``refresh`` seconds, and hands it to
+every key function that picks a shard (ADR 0050). A store without a marker (every store
+created before the choice existed) has the defaults, its layout then and now. While the
+counts change, the marker also holds the counts the store moves to (``ShardLayout``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 DEFAULT_COUNT = 4
 MAX_COUNT = 256
@@ -43,3 +44,52 @@ VISIBILITY_SHARDS = DEFAULT_SHARDS.visibility
 OUTBOX_SHARDS = DEFAULT_SHARDS.outbox
 """The counts of a store created without a choice; code that serves a store reads its own
 counts (``Runtime.shards``) instead."""
+
+
+STABLE, DELETING_BOTH, WRITING_NEW = 0, 1, 2
+"""The phases of a change of counts (ADR 0050): none under way; deleters delete under both
+layouts and readers read both while writers still write the old counts; writers write the new
+counts while old items are moved. The change ends with the new counts ``STABLE``."""
+PHASE_NAMES = {STABLE: "stable", DELETING_BOTH: "deleting under both", WRITING_NEW: "writing new"}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLayout:
+    """A store's counts as its marker holds them: ``counts`` and, while they change,
+    ``pending`` (the counts moved to), the ``phase``, when it began (``since``, engine
+    time) and how long each phase lasts at least (``settle``: the engines' re-read bound
+    plus the longest invocation, so every engine has seen a phase before the next one)."""
+
+    counts: ShardCounts = ShardCounts()
+    pending: ShardCounts | None = None
+    phase: int = STABLE
+    since: float = 0.0
+    settle: float = 0.0
+
+    @property
+    def write(self) -> ShardCounts:
+        """The counts a new item is written under."""
+        if self.phase == WRITING_NEW and self.pending is not None:
+            return self.pending
+        return self.counts
+
+    @property
+    def read(self) -> ShardCounts:
+        """The shards a reader scans: every shard either layout can hold an item in."""
+        if self.pending is None:
+            return self.counts
+        return ShardCounts(
+            **{
+                f.name: max(getattr(self.counts, f.name), getattr(self.pending, f.name))
+                for f in fields(ShardCounts)
+            }
+        )
+
+    @property
+    def layouts(self) -> tuple[ShardCounts, ...]:
+        """The counts a deleter deletes under, the written ones first: an entry found by a
+        recomputed key may sit under either while a change is under way."""
+        if self.pending is None or self.pending == self.counts:
+            return (self.counts,)
+        other = self.counts if self.write == self.pending else self.pending
+        return (self.write, other)
