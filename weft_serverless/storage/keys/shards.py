@@ -43,3 +43,26 @@ VISIBILITY_SHARDS = DEFAULT_SHARDS.visibility
 OUTBOX_SHARDS = DEFAULT_SHARDS.outbox
 """The counts of a store created without a choice; code that serves a store reads its own
 counts (``Runtime.shards``) instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Which shards of each index one maintenance worker reads: ``s % workers == worker``.
+
+    Workers given disjoint shares do no work twice; overlapping shares (a share reassigned
+    mid-pass, a duplicated invocation) only repeat reads, since every write a pass makes is
+    fenced (ADR 0055).
+    """
+
+    worker: int = 0
+    workers: int = 1
+
+    def owns(self, shard: int) -> bool:
+        return shard % self.workers == self.worker
+
+    def of(self, count: int) -> range:
+        """The shards of an index of ``count`` shards this worker reads."""
+        return range(self.worker, count, self.workers)
+
+
+EVERY_SHARD = Share()
