@@ -162,3 +162,24 @@ def test_a_bad_parallel_fires_setting_fails_at_build_time(
     monkeypatch.setenv("WEFT_MAINTENANCE_PARALLEL_FIRES", "0")
     with pytest.raises(ConfigurationError, match="WEFT_MAINTENANCE_PARALLEL_FIRES"):
         make_maintenance_handler()
+
+
+def test_a_pass_that_fired_its_cap_is_followed_at_once_by_another(
+    api: Api, engine: Engine, monotonic: FakeMonotonic, clock: VirtualClock
+) -> None:
+    """A backlog is fired for as long as the invocation lasts, not one cap per tick."""
+    for n in range(5):
+        api("POST", "/workflows", {"workflow_type": "napper", "id": f"b{n}", "input": 5})
+    clock.advance(6)
+    handler = make_maintenance_handler(sleep=monotonic.sleep, monotonic=monotonic)
+    capped = engine.run_maintenance
+
+    def two_a_pass(**options: Any) -> Any:
+        return capped(max_timers=2, **options)
+
+    engine.run_maintenance = two_a_pass  # type: ignore[method-assign]
+    summary = handler(scheduled_event(), LocalContext(55, monotonic))
+
+    assert summary["timers_fired"] == 5
+    assert summary["passes"] == 3  # 2 + 2 + 1: the last read less than its cap, so it ends
+    assert monotonic.sleeps == []

@@ -138,7 +138,8 @@ def _run_passes(
     sleep: Callable[[float], None],
     monotonic: Callable[[], float],
 ) -> dict[str, Any]:
-    """Run passes every tick while a whole pass still fits before the margin."""
+    """Run passes every tick (at once after a pass that left a backlog) while a whole pass
+    still fits before the margin."""
     tick, margin = pacing.tick, pacing.margin
     summary: dict[str, Any] = {
         "passes": 0,
@@ -160,12 +161,16 @@ def _run_passes(
             parallel_fires=pacing.parallel,
         )
         _record(invocation, summary, report)
-        if tick <= 0:
+        # A pass that fired its cap of timers left a backlog: the next one starts at once,
+        # so a worker fires for as long as its invocation lasts, not one cap a tick.
+        backlog = report.cut_short and report.timers_fired > 0
+        if tick <= 0 and not backlog:
             return summary
-        wait = max(0.0, tick - (monotonic() - started))
+        wait = 0.0 if backlog else max(0.0, tick - (monotonic() - started))
         if invocation.time_left() - wait < margin + MIN_PASS_SECONDS:
             return summary
-        sleep(wait)
+        if not backlog:
+            sleep(wait)
 
 
 def _record(invocation: Invocation, summary: dict[str, Any], report: MaintenanceReport) -> None:
