@@ -38,9 +38,10 @@ _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _API_GATEWAY_TIMEOUT = Duration.seconds(29)
 MAX_RULE_TARGETS = 5
 """Targets one EventBridge rule may have."""
-DEFAULT_MAINTENANCE_WORKERS = 8
-"""Workers per tick: with the defaults below, the capacity model's first limit is above
-30M runs a day (docs/scaling.md; ADR 0055)."""
+DEFAULT_MAINTENANCE_WORKERS = 16
+"""Workers per tick, one per timer shard of a new table: with the defaults below, the
+capacity model's first limit (the API throttle aside) is the table's write quota, above 30M
+runs a day (docs/scaling.md; ADR 0055)."""
 DEFAULT_PARALLEL_FIRES = 16
 """Runs a worker fires at once: the handler's default, measured by bench/firing_workers.py."""
 DEFAULT_MAINTENANCE_MEMORY_MB = 512

@@ -172,7 +172,7 @@ def test_default_functions(synthesis: Synthesis) -> None:
         environment=env | {PARALLEL_ENV: "16"},
         memory=512,
         timeout=55,
-        reserved=8,  # one per worker of a tick
+        reserved=16,  # one per worker of a tick
     )
 
 
@@ -367,7 +367,7 @@ def test_grant_invoke_allows_execute_api_on_the_stage(synthesis: Synthesis) -> N
 
 @pytest.mark.parametrize(
     ("variant", "expression", "age", "workers"),
-    [("default", "rate(1 minute)", 60, 8), ("custom", "rate(10 minutes)", 600, 3)],
+    [("default", "rate(1 minute)", 60, 16), ("custom", "rate(10 minutes)", 600, 3)],
 )
 def test_schedule_runs_every_maintenance_worker_with_its_share(
     synthesis: Synthesis, variant: str, expression: str, age: int, workers: int
