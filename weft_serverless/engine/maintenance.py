@@ -17,6 +17,11 @@ first one not due ends the shard, and its due time is the shard's share of ``nex
 so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
 and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
 ``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
+
+A pass may be one worker's of several (``Share``: the shards ``s % W == i`` of the timer,
+claim and outbox indexes) and may fire several runs at once (``parallel``, one run to a
+thread); overlapping shares and racing threads only repeat reads, since every wake is
+fenced (ADR 0055).
 """
 
 from __future__ import annotations
