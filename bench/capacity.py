@@ -4,7 +4,11 @@ Measures, on in-process moto DynamoDB through the adapter's request meter, one w
 the described workload (a start in an API invocation, S steps returning R bytes, sleeps
 fired by maintenance passes, signals delivered in API invocations, completion), an idle
 maintenance pass, and one pass firing many due timers; counts the write units each partition
-takes (wrapping the adapter's write path); reads the CDK construct's defaults from infra/.
+takes (wrapping the adapter's write path); measures one maintenance worker's fire rate with
+its parallel fires on a per-request latency model (``firing_workers.measure_per_worker``);
+reads the CDK construct's defaults from infra/. The limits are printed for the construct's
+defaults and for the knobs that carry 100M runs a day, each at the measured write units of
+a run and at issue 28's target of 45.
 Then scales those measured figures to the requested load (bench/capacity_model.py holds the
 arithmetic) and prints DynamoDB units, Lambda invocations and GB-seconds, EventBridge
 invocations, the hottest partitions against the 1,000 WCU/s limit, maintenance lag and
@@ -26,7 +30,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +41,10 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 
 import capacity_model as model
+import firing_workers
 
 from weft_serverless import Engine, workflow
+from weft_serverless.aws.maintenance import DEFAULT_PARALLEL_FIRES
 from weft_serverless.engine.runtime import MAX_TIMERS_PER_PASS
 from weft_serverless.errors import ClockSkewDetected, ConfigurationError
 from weft_serverless.storage import keys
@@ -309,6 +315,8 @@ def deployment(shards: int | dict[str, int] | None, tick: float) -> model.Deploy
 
     source = (ROOT / "infra" / "weft_serverless_infra" / "construct.py").read_text()
     found, strings = model.construct_defaults(source)
+    new_table = model.construct_constant(source, "DEFAULT_NEW_TABLE_SHARDS")
+    assert isinstance(new_table, dict)
     return model.Deployment(
         maintenance_rate_seconds=found["rate"],
         maintenance_timeout_seconds=found["maintenance_timeout"] - DEFAULT_MARGIN,
@@ -317,9 +325,22 @@ def deployment(shards: int | dict[str, int] | None, tick: float) -> model.Deploy
         api_throttle_rate=found["api_throttle_rate"],
         api=strings["api"],
         max_timers_per_pass=MAX_TIMERS_PER_PASS,
-        shards=keys.DEFAULT_COUNT if shards is None else shards,
+        shards=new_table if shards is None else shards,
         tick_seconds=tick,
+        maintenance_workers=int(found["maintenance_workers"]),
     )
+
+
+RUN_WRITE_UNITS_TARGET = 45.0
+"""Issue 28's target for the default run's write units; the limits are printed at the
+measured figure and at this one."""
+AT_100M = {
+    "maintenance_workers": 48,
+    "maintenance_memory_mb": 1024,
+    "shards": {"timers": 64, "claims": 32, "status": 16},
+}
+"""Knobs for 100M runs a day, no code change: 48 workers of 1 GB, 64 timer shards, 32 claim
+and 16 status shards on a new table; plus a table write quota increase (printed below)."""
 
 
 MEASURED_SHARDS = {
@@ -365,6 +386,7 @@ def measure(
     }
     shard_reads = classes(Counter({p: n for p, n in one.idle.scans.items() if model.is_sharded(p)}))
     per_timer = max(0.0, many.seconds - idle.seconds) / max(1, many.fired)
+    worker = firing_workers.measure_per_worker()
     measured = model.Measured(
         run=one.run,
         partition_writes=dict(classes(one.writes)),
@@ -377,6 +399,8 @@ def measure(
         idle_pass_seconds=one.idle.seconds,
         fire_seconds_per_timer=per_timer,
         idle_partition_writes=dict(classes(one.idle.writes)),
+        worker_fire_rate=worker.per_second,
+        fire_cpu_seconds=worker.cpu_seconds / worker.runs,
     )
     extra = {
         "fired": many.fired,
@@ -438,9 +462,27 @@ def report_measured(
 
 
 def report_limits(measured: model.Measured, load: model.Load, deploy: model.Deployment) -> None:
-    print("\nwhat breaks first as load grows (runs a day at the mean rate; peaks come sooner)")
-    for name, runs, knob in model.limits(measured, load, deploy):
-        print(f"  {count(runs):>9}  {name}  [knob: {knob}]")
+    rate = model.worker_fire_rate(measured, deploy)
+    print(
+        f"\none maintenance worker fires {measured.worker_fire_rate:,.1f} timers/s with "
+        f"{DEFAULT_PARALLEL_FIRES} parallel fires ({firing_workers.LATENCY_MS:g} ms a request, "
+        f"bench/firing_workers.py), {measured.fire_cpu_seconds * 1000:.2f} ms CPU a fire: "
+        f"{rate:,.1f}/s at {deploy.maintenance_memory_mb} MB"
+    )
+    configs = [("the construct's defaults", deploy)]
+    configs.append(("the knobs for 100M (no code change)", replace(deploy, **AT_100M)))
+    for title, config in configs:
+        lag = model.maintenance_lag(measured, load, config)
+        print(
+            f"\n{title}: {config.maintenance_workers} workers, "
+            f"{config.maintenance_memory_mb} MB, shards {config.shards}; timers sustained "
+            f"{lag.capacity_per_second * 60:,.0f} a minute"
+        )
+        for wru in dict.fromkeys((measured.run.write_units, RUN_WRITE_UNITS_TARGET)):
+            at = model.at_run_write_units(measured, wru)
+            print(f"  what breaks first at {wru:g} WRU a run (runs a day at the mean rate)")
+            for name, runs, knob in model.limits(at, load, config):
+                print(f"    {count(runs):>9}  {name}  [knob: {knob}]")
 
 
 def report_load(measured: model.Measured, load: model.Load, deploy: model.Deployment) -> None:

@@ -12,7 +12,7 @@ import ast
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 SECONDS_PER_DAY = 86_400
 DAYS_PER_MONTH = 30.4375  # 365.25 / 12, to spread monthly free tiers over days
@@ -33,6 +33,7 @@ PARTITION_WRITE_LIMIT = 1000  # write units per second one DynamoDB partition ac
 PARTITION_READ_LIMIT = 3000  # strongly consistent read units per second
 TABLE_UNIT_QUOTA = 40_000  # default per-table quota of an on-demand table, reads and writes each
 LAMBDA_CONCURRENCY_QUOTA = 1000  # default concurrent executions per account and Region
+LAMBDA_MB_PER_VCPU = 1769  # Lambda gives a function one vCPU at 1,769 MB, in proportion below
 
 RUN_PARTITION = "wf"
 """Class of a run's own partition: only that run writes it, so load never makes it hotter."""
@@ -69,6 +70,8 @@ class Deployment:
     ``Engine.create(shards=...)`` takes them; unlisted: 4), or one count for all of them."""
     tick_seconds: float = 0.0
     """``WEFT_MAINTENANCE_TICK_SECONDS``: 0 runs one pass per invocation, else one per tick."""
+    maintenance_workers: int = 1
+    """Maintenance invocations a tick, each firing its share of the timer shards."""
 
     @property
     def passes_per_day(self) -> float:
@@ -107,6 +110,7 @@ DEPLOYMENT_SETTINGS = (
     "rate",
     "maintenance_timeout",
     "maintenance_memory_mb",
+    "maintenance_workers",
     "api_memory_mb",
     "api_throttle_rate",
 )
@@ -122,9 +126,18 @@ def construct_defaults(source: str) -> tuple[dict[str, float], dict[str, str]]:
     found: dict[str, float] = {}
     strings: dict[str, str] = {}
     seconds = {"seconds": 1, "minutes": 60, "hours": 3600}
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    named = {
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+    }
+    for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
-            for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+            for arg, given in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True):
+                default = named.get(given.id, given) if isinstance(given, ast.Name) else given
                 if not isinstance(default, ast.Constant) or isinstance(default.value, bool):
                     continue
                 if isinstance(default.value, int | float):
@@ -143,6 +156,28 @@ def construct_defaults(source: str) -> tuple[dict[str, float], dict[str, str]]:
             ):
                 found[target.id] = float(call.args[0].value) * seconds[call.func.attr]
     return found, strings
+
+
+def construct_constant(source: str, name: str) -> object:
+    """A module-level literal of the construct (``DEFAULT_NEW_TABLE_SHARDS``), read from
+    its source."""
+    for node in ast.parse(source).body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name
+        ):
+            return ast.literal_eval(node.value)
+    raise KeyError(name)
+
+
+def at_run_write_units(measured: Measured, write_units: float) -> Measured:
+    """The same measurement with a run's write units at ``write_units``, spread over its
+    partitions as measured: what the limits become when a run is written for less."""
+    factor = write_units / measured.run.write_units if measured.run.write_units else 0.0
+    run = Units(measured.run.requests, write_units, measured.run.read_units)
+    writes = {name: units * factor for name, units in measured.partition_writes.items()}
+    return replace(measured, run=run, partition_writes=writes)
 
 
 @dataclass(frozen=True)
@@ -199,6 +234,11 @@ class Measured:
     idle_pass_seconds: float
     fire_seconds_per_timer: float
     idle_partition_writes: Mapping[str, float] = field(default_factory=dict)
+    worker_fire_rate: float = 0.0
+    """Timers one worker fires a second with its parallel fires, each request a network
+    round trip (``bench/firing_workers.py``); 0: only ``fire_seconds_per_timer`` (serial)."""
+    fire_cpu_seconds: float = 0.0
+    """Process CPU seconds one fire takes: a worker with a fraction of a vCPU is bound by it."""
 
 
 def partition_class(partition: str) -> str:
@@ -286,13 +326,13 @@ def lambda_per_day(measured: Measured, load: Load, deploy: Deployment) -> Lambda
     )
     timers = load.runs_per_day * load.sleeps
     maint_seconds = (
-        deploy.passes_per_day * measured.idle_pass_seconds
+        deploy.passes_per_day * deploy.maintenance_workers * measured.idle_pass_seconds
         + timers * measured.fire_seconds_per_timer
     )
     return LambdaDay(
         api_invocations=api_calls,
         api_gb_seconds=api_seconds * deploy.api_memory_mb / 1024,
-        maintenance_invocations=deploy.passes_per_day,
+        maintenance_invocations=deploy.passes_per_day * deploy.maintenance_workers,
         maintenance_gb_seconds=maint_seconds * deploy.maintenance_memory_mb / 1024,
         api_concurrency=api_seconds / SECONDS_PER_DAY,
         api_requests_per_second=api_calls / SECONDS_PER_DAY,
@@ -423,23 +463,36 @@ class Lag:
         return self.backlog_per_hour / self.capacity_per_second
 
 
-def maintenance_lag(measured: Measured, load: Load, deploy: Deployment) -> Lag:
-    """Due timers per second at this load against what the scheduled passes can fire.
+def worker_fire_rate(measured: Measured, deploy: Deployment) -> float:
+    """Timers one maintenance worker fires a second while firing: its measured rate with
+    parallel fires, bound by the CPU its memory buys (a fire's CPU time at a fraction of a
+    vCPU); without a parallel measurement, one timer after another."""
+    serial = 1.0 / measured.fire_seconds_per_timer if measured.fire_seconds_per_timer else math.inf
+    if not measured.worker_fire_rate:
+        return serial
+    cpu = deploy.maintenance_memory_mb / LAMBDA_MB_PER_VCPU
+    cpu_bound = cpu / measured.fire_cpu_seconds if measured.fire_cpu_seconds else math.inf
+    return min(measured.worker_fire_rate, cpu_bound)
 
-    One invocation per scheduled tick (reserved concurrency 1 keeps them serial) runs one
-    pass, or one every ``tick_seconds`` within it; a pass fires at most
-    ``max_timers_per_pass`` timers, and an invocation at most what the measured fire rate
-    allows within its time budget. Shards spread writes; they do not add passes.
+
+def maintenance_lag(measured: Measured, load: Load, deploy: Deployment) -> Lag:
+    """Due timers per second at this load against what the scheduled workers can fire.
+
+    Each tick invokes ``maintenance_workers`` workers (reserved concurrency keeps a worker's
+    ticks from overlapping), each on its share of the timer shards. A worker runs one pass,
+    or one every ``tick_seconds``; a pass that fired its cap (``max_timers_per_pass``) is
+    followed at once by another, so a backlog is fired at the worker's rate for as long as
+    its invocation lasts. Shards spread writes; workers add firing.
     """
     due = load.runs_per_second * load.sleeps
-    fire = 1.0 / measured.fire_seconds_per_timer if measured.fire_seconds_per_timer else math.inf
+    fire = worker_fire_rate(measured, deploy)
     every = deploy.tick_seconds or deploy.maintenance_rate_seconds
-    cap = deploy.max_timers_per_pass / every
-    in_time = fire * deploy.maintenance_timeout_seconds / deploy.maintenance_rate_seconds
-    capacity = min(cap, in_time)
-    due_per_pass = due * every
+    workers = deploy.maintenance_workers
+    cap = workers * deploy.max_timers_per_pass / every
+    in_time = workers * fire * deploy.maintenance_timeout_seconds / deploy.maintenance_rate_seconds
+    due_per_pass = due * every / workers
     busy = every + min(due_per_pass, deploy.max_timers_per_pass) / fire
-    return Lag(due, fire, cap, capacity, busy)
+    return Lag(due, fire * workers, cap, in_time, busy)
 
 
 def limits(measured: Measured, load: Load, deploy: Deployment) -> list[tuple[str, float, str]]:
@@ -457,8 +510,8 @@ def limits(measured: Measured, load: Load, deploy: Deployment) -> list[tuple[str
             (
                 "maintenance fires timers as fast as they fall due",
                 lag.capacity_per_second / load.sleeps * SECONDS_PER_DAY,
-                "WEFT_MAINTENANCE_TICK_SECONDS, maintenance_memory_mb; then none (one "
-                "serial invocation)",
+                "maintenance_workers (up to the timer shard count), "
+                "maintenance_parallel_fires, maintenance_memory_mb",
             )
         )
     api = lambda_per_day(measured, one, deploy)
@@ -473,7 +526,9 @@ def limits(measured: Measured, load: Load, deploy: Deployment) -> list[tuple[str
         found.append(
             (
                 "Lambda concurrent executions (account default)",
-                LAMBDA_CONCURRENCY_QUOTA / api.api_concurrency * SECONDS_PER_DAY,
+                (LAMBDA_CONCURRENCY_QUOTA - deploy.maintenance_workers)
+                / api.api_concurrency
+                * SECONDS_PER_DAY,
                 "a quota increase; reserved concurrency for the API function",
             )
         )

@@ -118,7 +118,8 @@ class WeftAlarms(Construct):
             "MaintenanceThrottles",
             maintenance_function.metric_throttles(period=period, statistic="Sum"),
             t.throttles,
-            "A maintenance tick found the previous run still going (reserved concurrency 1).",
+            "A maintenance worker was throttled: a tick found its previous run still going, "
+            "or the reserved concurrency is below the workers per tick.",
         )
         self._add(
             "MaintenanceStalled",

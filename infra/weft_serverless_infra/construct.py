@@ -36,6 +36,20 @@ from weft_serverless_infra.run_events import WeftRunEvents
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _API_GATEWAY_TIMEOUT = Duration.seconds(29)
+MAX_RULE_TARGETS = 5
+"""Targets one EventBridge rule may have."""
+DEFAULT_MAINTENANCE_WORKERS = 16
+"""Workers per tick, one per timer shard of a new table: with the defaults below, the
+capacity model's first limit (the API throttle aside) is the table's write quota, above 30M
+runs a day (docs/scaling.md; ADR 0055)."""
+DEFAULT_PARALLEL_FIRES = 16
+"""Runs a worker fires at once: the handler's default, measured by bench/firing_workers.py."""
+DEFAULT_MAINTENANCE_MEMORY_MB = 512
+"""A fire costs about 3 ms of CPU; at 512 MB (0.29 vCPU) a worker's CPU outruns its
+parallel fires' round trips."""
+DEFAULT_NEW_TABLE_SHARDS = {"timers": 16, "claims": 16, "status": 8}
+"""Shard counts of a table the construct creates (``WEFT_NEW_STORE_SHARDS``): each index's
+partition write limit above 100M runs a day of the model's default run at 101 WRU."""
 API_KINDS = ("rest", "http")
 
 
@@ -54,8 +68,14 @@ class WeftServerless(Construct):
         maintenance_timeout: Must be shorter than the rate, so runs never overlap.
         api_timeout: At most 29 s, API Gateway's integration timeout, so the engine's time
             budget (read from the Lambda context) ends before the caller gives up.
-        maintenance_reserved_concurrency: 1 keeps sweeps serial; None leaves it unreserved
-            (for accounts whose concurrency quota cannot spare a reservation).
+        maintenance_workers: Maintenance invocations per tick, each told its share of the
+            index shards (``{"worker": i, "workers": W}``: the shards ``s % W == i``), so
+            firing scales out (ADR 0055). More workers than timer shards leave some idle.
+        maintenance_parallel_fires: Runs each worker fires at once, on threads
+            (``WEFT_MAINTENANCE_PARALLEL_FIRES``).
+        maintenance_reserved_concurrency: At least ``maintenance_workers``, so every worker
+            of a tick runs and a tick's worker never overlaps the previous tick's; None
+            leaves it unreserved (for accounts whose concurrency quota cannot spare it).
         log_retention: Retention of the function and access log groups.
         removal_policy: Applies to the table, queue and log groups.
         deletion_protection: DynamoDB deletion protection on the table.
@@ -81,9 +101,11 @@ class WeftServerless(Construct):
             failed runs to the alarm topic. Off by default: no outbox is written then.
         event_bus: The bus to use with ``run_events`` (e.g. the account's default bus).
         shards: Shard counts of the table's indexes, chosen once when it is created (ADR
-            0050): ``{"timers": 16, "claims": 16}``; unlisted indexes keep 4. Both functions
+            0050): ``{"timers": 32, "claims": 32}``; unlisted indexes keep 4. Both functions
             get ``WEFT_SHARDS``; an engine refuses a table created with other counts, so
-            change it only on a new table (docs/scaling.md, "Shard counts").
+            change it only on a new table (docs/scaling.md, "Shard counts"). Unset, a
+            table this construct creates takes ``DEFAULT_NEW_TABLE_SHARDS`` and a table
+            created before keeps its own (``WEFT_NEW_STORE_SHARDS``).
         tracing: X-Ray active tracing (ADR 0042): both functions (``Tracing.ACTIVE``, with
             the X-Ray write actions it needs) and the REST API stage (X-Ray cannot trace an
             HTTP API). Export powertools' ``Tracer()`` as ``tracer`` from the workflows
@@ -94,7 +116,8 @@ class WeftServerless(Construct):
         api_handler: API function with its role and log group.
         maintenance_handler: Maintenance function with its role and log group.
         dead_letter_queue: Receives failed maintenance invocations and schedule deliveries.
-        schedule: EventBridge rule that runs maintenance.
+        schedule: The first EventBridge rule that runs maintenance workers.
+        schedules: Every such rule (five workers to a rule).
         rest_api: The REST API (None with ``api="http"``); ``grant_invoke`` lets a principal
             call the API.
         http_api: The HTTP API (None with ``api="rest"``).
@@ -114,8 +137,10 @@ class WeftServerless(Construct):
         code_path: str,
         maintenance_rate: Duration | None = None,
         maintenance_timeout: Duration | None = None,
-        maintenance_memory_mb: int = 256,
-        maintenance_reserved_concurrency: int | None = 1,
+        maintenance_memory_mb: int = DEFAULT_MAINTENANCE_MEMORY_MB,
+        maintenance_workers: int = DEFAULT_MAINTENANCE_WORKERS,
+        maintenance_parallel_fires: int = DEFAULT_PARALLEL_FIRES,
+        maintenance_reserved_concurrency: int | None = DEFAULT_MAINTENANCE_WORKERS,
         api_timeout: Duration | None = None,
         api_memory_mb: int = 512,
         stage_name: str = "v1",
@@ -182,6 +207,11 @@ class WeftServerless(Construct):
             raise ValueError("event_bus is used only with run_events=True")
         if shards is not None:
             environment[names.SHARDS_ENV] = _shards_setting(shards)
+        else:
+            environment[names.NEW_STORE_SHARDS_ENV] = _shards_setting(DEFAULT_NEW_TABLE_SHARDS)
+        _check_workers(
+            maintenance_workers, maintenance_parallel_fires, maintenance_reserved_concurrency
+        )
         code = lambda_.Code.from_asset(code_path)
         self.api_handler = api_fn = WeftFunction(
             self,
@@ -205,7 +235,10 @@ class WeftServerless(Construct):
             code=code,
             handler=names.MAINTENANCE_HANDLER,
             description="weft-serverless maintenance (timers, claims, retention)",
-            environment=environment,
+            environment={
+                **environment,
+                names.PARALLEL_FIRES_ENV: str(maintenance_parallel_fires),
+            },
             memory_mb=maintenance_memory_mb,
             timeout=maintenance_timeout,
             dead_letter_queue=self.dead_letter_queue,
@@ -221,20 +254,30 @@ class WeftServerless(Construct):
             if offload_bucket is not None:
                 fn.grant_offload(offload_bucket, offload_prefix)
 
-        self.schedule = events.Rule(
-            self,
-            "MaintenanceSchedule",
-            description="Runs weft-serverless maintenance",
-            schedule=events.Schedule.rate(rate),
-            targets=[
-                targets.LambdaFunction(
-                    maintenance_fn.function,
-                    dead_letter_queue=self.dead_letter_queue,
-                    retry_attempts=2,
-                    max_event_age=_event_age(rate),
-                )
-            ],
-        )
+        # One rule holds at most five targets: the workers go five to a rule, all on the
+        # same rate, each target's input naming its worker's share.
+        self.schedules = [
+            events.Rule(
+                self,
+                "MaintenanceSchedule" + (str(first // MAX_RULE_TARGETS + 1) if first else ""),
+                description="Runs weft-serverless maintenance",
+                schedule=events.Schedule.rate(rate),
+                targets=[
+                    targets.LambdaFunction(
+                        maintenance_fn.function,
+                        event=events.RuleTargetInput.from_object(
+                            {"worker": worker, "workers": maintenance_workers}
+                        ),
+                        dead_letter_queue=self.dead_letter_queue,
+                        retry_attempts=2,
+                        max_event_age=_event_age(rate),
+                    )
+                    for worker in range(first, min(first + MAX_RULE_TARGETS, maintenance_workers))
+                ],
+            )
+            for first in range(0, maintenance_workers, MAX_RULE_TARGETS)
+        ]
+        self.schedule = self.schedules[0]
         self.rest_api: apigw.RestApi | None = None
         self.http_api: apigwv2.HttpApi | None = None
         if api == "rest":
@@ -393,6 +436,25 @@ def _shards_setting(shards: Mapping[str, int]) -> str:
                 f"WeftServerless: shards[{name!r}] must be from 1 to {names.MAX_SHARDS}"
             )
     return ",".join(f"{name}={shards[name]}" for name in names.SHARD_INDEXES if name in shards)
+
+
+def _check_workers(workers: int, parallel_fires: int, reserved: int | None) -> None:
+    """Fail at synth on a worker count EventBridge or the handler would refuse."""
+    if isinstance(workers, bool) or not isinstance(workers, int):
+        raise ValueError("WeftServerless: maintenance_workers must be a whole number")
+    if not 1 <= workers <= names.MAX_SHARDS:
+        raise ValueError(
+            f"WeftServerless: maintenance_workers must be from 1 to {names.MAX_SHARDS}"
+        )
+    if isinstance(parallel_fires, bool) or not isinstance(parallel_fires, int):
+        raise ValueError("WeftServerless: maintenance_parallel_fires must be a whole number")
+    if parallel_fires < 1:
+        raise ValueError("WeftServerless: maintenance_parallel_fires must be at least 1")
+    if reserved is not None and reserved < workers:
+        raise ValueError(
+            f"WeftServerless: maintenance_reserved_concurrency ({reserved}) must be at least "
+            f"maintenance_workers ({workers}), or every tick throttles a worker"
+        )
 
 
 def _check_settings(

@@ -14,6 +14,7 @@ from aws_support import Api, FakeMonotonic, emf_documents, log_lines, scheduled_
 from weft_serverless import Engine
 from weft_serverless.aws import LocalContext, make_maintenance_handler
 from weft_serverless.errors import ConfigurationError
+from weft_serverless.storage import keys
 from weft_serverless.testing import VirtualClock
 
 
@@ -42,6 +43,8 @@ def test_one_pass_per_event_by_default(
         "max_lateness": pytest.approx(1.0),
         "cut_short": False,
         "next_due": None,
+        "worker": 0,
+        "workers": 1,
     }
     assert monotonic.sleeps == []
     assert engine.describe("n").status == "completed"
@@ -113,3 +116,70 @@ def test_the_report_is_logged_and_emitted(
     assert emf["WorkflowsCompleted"] == [1.0]
     units = {m["Name"]: m["Unit"] for m in emf["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert units["TimerLatenessMax"] == "Seconds"
+
+
+def test_workers_told_their_share_fire_only_its_timers(
+    api: Api, engine: Engine, monotonic: FakeMonotonic, clock: VirtualClock
+) -> None:
+    ids = [f"w{n}" for n in range(8)]
+    for workflow_id in ids:
+        api("POST", "/workflows", {"workflow_type": "napper", "id": workflow_id, "input": 5})
+    clock.advance(6)
+    odd = [wf for wf in ids if keys.shard_of(wf, engine.runtime.shards.timers) % 2 == 1]
+    handler = make_maintenance_handler(sleep=monotonic.sleep, monotonic=monotonic)
+
+    first = handler({"worker": 1, "workers": 2}, LocalContext(55, monotonic))
+
+    assert (first["worker"], first["workers"], first["timers_fired"]) == (1, 2, len(odd))
+    assert {wf for wf in ids if engine.describe(wf).status == "completed"} == set(odd)
+    second = handler({"worker": 0, "workers": 2}, LocalContext(55, monotonic))
+    assert second["timers_fired"] == len(ids) - len(odd)
+    assert all(engine.describe(wf).status == "completed" for wf in ids)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"worker": 2, "workers": 2},
+        {"worker": -1, "workers": 2},
+        {"worker": 0, "workers": 0},
+        {"worker": "0", "workers": 2},
+        {"worker": 0, "workers": 257},
+        {"worker": True, "workers": 2},
+    ],
+)
+def test_a_malformed_share_is_refused_before_any_read(
+    event: dict[str, Any], engine: Engine, monotonic: FakeMonotonic
+) -> None:
+    handler = make_maintenance_handler(sleep=monotonic.sleep, monotonic=monotonic)
+    with pytest.raises(ConfigurationError, match="share"):
+        handler(event, LocalContext(55, monotonic))
+
+
+def test_a_bad_parallel_fires_setting_fails_at_build_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WEFT_MAINTENANCE_PARALLEL_FIRES", "0")
+    with pytest.raises(ConfigurationError, match="WEFT_MAINTENANCE_PARALLEL_FIRES"):
+        make_maintenance_handler()
+
+
+def test_a_pass_that_fired_its_cap_is_followed_at_once_by_another(
+    api: Api, engine: Engine, monotonic: FakeMonotonic, clock: VirtualClock
+) -> None:
+    """A backlog is fired for as long as the invocation lasts, not one cap per tick."""
+    for n in range(5):
+        api("POST", "/workflows", {"workflow_type": "napper", "id": f"b{n}", "input": 5})
+    clock.advance(6)
+    handler = make_maintenance_handler(sleep=monotonic.sleep, monotonic=monotonic)
+    capped = engine.run_maintenance
+
+    def two_a_pass(**options: Any) -> Any:
+        return capped(max_timers=2, **options)
+
+    engine.run_maintenance = two_a_pass  # type: ignore[method-assign]
+    summary = handler(scheduled_event(), LocalContext(55, monotonic))
+
+    assert summary["timers_fired"] == 5
+    assert summary["passes"] == 3  # 2 + 2 + 1: the last read less than its cap, so it ends
+    assert monotonic.sleeps == []

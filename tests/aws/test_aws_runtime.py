@@ -104,6 +104,34 @@ def test_shard_counts_come_from_the_environment(
         build_engine(storage=MemoryStorage())
 
 
+def test_new_store_shards_apply_to_a_new_table_and_leave_older_tables_as_they_are(
+    from_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The construct's default counts rose: a table it creates takes them, a table created
+    before (its marker, or items under the defaults without one) keeps its own."""
+    monkeypatch.setenv("WEFT_NEW_STORE_SHARDS", "timers=16,claims=16")
+    fresh = MemoryStorage()
+    engine = build_engine(storage=fresh)
+    assert (engine.runtime.shards.timers, engine.runtime.shards.claims) == (16, 16)
+    assert build_engine(storage=fresh).runtime.shards.timers == 16  # the marker now says so
+
+    older = MemoryStorage()  # a table created before the defaults rose, with a run on it
+    monkeypatch.delenv("WEFT_NEW_STORE_SHARDS")
+    with build_engine(storage=older).invocation(time_left=lambda: 60.0) as old:
+        old.start("greeter", 1, id="before")
+    assert older.get(keys.meta_key(keys.LAYOUT)) is None
+    monkeypatch.setenv("WEFT_NEW_STORE_SHARDS", "timers=16,claims=16")
+    reopened = build_engine(storage=older)
+    assert reopened.runtime.shards.timers == 4
+    assert reopened.describe("before").status in ("running", "completed")
+
+    marked = MemoryStorage()
+    monkeypatch.setenv("WEFT_SHARDS", "timers=8")
+    build_engine(storage=marked)
+    monkeypatch.delenv("WEFT_SHARDS")
+    assert build_engine(storage=marked).runtime.shards.timers == 8  # its marker wins
+
+
 @pytest.mark.parametrize(
     ("module", "message"),
     [

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from weft_serverless_infra import names
 
-from weft_serverless.aws import runtime
+from weft_serverless.aws import maintenance, runtime
 from weft_serverless.storage import dynamodb_schema, keys
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +26,9 @@ def test_duplicated_names_agree_with_the_runtime() -> None:
     assert names.TABLE_NAME_ENV == dynamodb_schema.TABLE_NAME_ENV
     assert names.OFFLOAD_BUCKET_ENV == dynamodb_schema.OFFLOAD_BUCKET_ENV
     assert names.SHARDS_ENV == runtime.SHARDS_ENV
+    assert names.NEW_STORE_SHARDS_ENV == runtime.NEW_STORE_SHARDS_ENV
+    assert names.PARALLEL_FIRES_ENV == maintenance.PARALLEL_ENV
+    assert names.MAX_SHARDS == maintenance.MAX_WORKERS  # a worker per shard at most
     assert names.SHARD_INDEXES == keys.INDEXES
     assert names.MAX_SHARDS == keys.MAX_COUNT
 

@@ -23,12 +23,12 @@ DEFAULT_INVENTORY = {
     "AWS::ApiGateway::Stage": 1,
     "AWS::CloudWatch::Alarm": 12,  # EventsDeadLettered joined (ADR 0043)
     "AWS::DynamoDB::GlobalTable": 1,
-    "AWS::Events::Rule": 1,
+    "AWS::Events::Rule": 4,  # 16 maintenance workers, at most 5 targets a rule
     "AWS::IAM::Policy": 2,
     "AWS::IAM::Role": 2,
     "AWS::Lambda::EventInvokeConfig": 1,
     "AWS::Lambda::Function": 2,
-    "AWS::Lambda::Permission": 9,
+    "AWS::Lambda::Permission": 12,
     "AWS::Logs::LogGroup": 3,
     "AWS::SNS::Topic": 1,
     "AWS::SNS::TopicPolicy": 1,

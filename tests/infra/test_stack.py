@@ -7,11 +7,13 @@ optional knob of ``WeftServerless`` away from its default. Both are synthesised 
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from weft_serverless.aws.runtime import SHARDS_ENV
+from weft_serverless.aws.maintenance import PARALLEL_ENV
+from weft_serverless.aws.runtime import NEW_STORE_SHARDS_ENV, SHARDS_ENV
 from weft_serverless.storage.dynamodb_schema import (
     OFFLOAD_BUCKET_ENV,
     TABLE_NAME_ENV,
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 
 with contextlib.suppress(ImportError):  # then the `synthesis` fixture fails every test
     from aws_cdk.assertions import Match
+    from weft_serverless_infra import construct
 
 OFFLOAD_BUCKET = "weft-offload-test"
 
@@ -146,7 +149,10 @@ def _function(
 
 def test_default_functions(synthesis: Synthesis) -> None:
     synth = synthesis.default
-    env = _environment(synth, "examples.order", "weft", "Weft")
+    env = _environment(synth, "examples.order", "weft", "Weft") | {
+        # a table the construct creates takes these; one created before keeps its own
+        NEW_STORE_SHARDS_ENV: "timers=16,status=8,claims=16",
+    }
     synth.template.resource_count_is("AWS::Lambda::Function", 2)
     _function(
         synth,
@@ -163,10 +169,10 @@ def test_default_functions(synthesis: Synthesis) -> None:
         synth.weft.maintenance_handler,
         path="handlers.maintenance.handler",
         description="weft-serverless maintenance (timers, claims, retention)",
-        environment=env,
-        memory=256,
+        environment=env | {PARALLEL_ENV: "16"},
+        memory=512,
         timeout=55,
-        reserved=1,
+        reserved=16,  # one per worker of a tick
     )
 
 
@@ -191,7 +197,7 @@ def test_custom_functions(synthesis: Synthesis) -> None:
         synth.weft.maintenance_handler,
         path="handlers.maintenance.handler",
         description="weft-serverless maintenance (timers, claims, retention)",
-        environment=env,
+        environment=env | {PARALLEL_ENV: "32"},
         memory=1024,
         timeout=540,
         reserved=None,
@@ -360,47 +366,66 @@ def test_grant_invoke_allows_execute_api_on_the_stage(synthesis: Synthesis) -> N
 
 
 @pytest.mark.parametrize(
-    ("variant", "expression", "age"),
-    [("default", "rate(1 minute)", 60), ("custom", "rate(10 minutes)", 600)],
+    ("variant", "expression", "age", "workers"),
+    [("default", "rate(1 minute)", 60, 16), ("custom", "rate(10 minutes)", 600, 3)],
 )
-def test_schedule_runs_maintenance(
-    synthesis: Synthesis, variant: str, expression: str, age: int
+def test_schedule_runs_every_maintenance_worker_with_its_share(
+    synthesis: Synthesis, variant: str, expression: str, age: int, workers: int
 ) -> None:
     synth: Synth = getattr(synthesis, variant)
     maintenance = synth.id(synth.weft.maintenance_handler.function)
-    synth.template.resource_count_is("AWS::Events::Rule", 1)
-    synth.template.has_resource_properties(
-        "AWS::Events::Rule",
-        Match.object_equals(
-            {
-                "Description": "Runs weft-serverless maintenance",
-                "ScheduleExpression": expression,
-                "State": "ENABLED",
-                "Targets": [
-                    {
-                        "Arn": arn(maintenance),
-                        "DeadLetterConfig": {"Arn": arn(synth.id(synth.weft.dead_letter_queue))},
-                        "Id": "Target0",
-                        "RetryPolicy": {
-                            "MaximumEventAgeInSeconds": age,
-                            "MaximumRetryAttempts": 2,
-                        },
-                    }
-                ],
+    rules = synth.template.find_resources("AWS::Events::Rule")
+    assert len(rules) == len(synth.weft.schedules) == -(-workers // 5)  # 5 targets a rule
+    shares = []
+    for rule_id, rule in rules.items():
+        props = rule["Properties"]
+        assert props["ScheduleExpression"] == expression
+        assert props["Description"] == "Runs weft-serverless maintenance"
+        assert props["State"] == "ENABLED"
+        assert 1 <= len(props["Targets"]) <= 5
+        for target in props["Targets"]:
+            assert target["Arn"] == arn(maintenance)
+            assert target["DeadLetterConfig"] == {
+                "Arn": arn(synth.id(synth.weft.dead_letter_queue))
             }
-        ),
-    )
-    synth.template.has_resource_properties(
-        "AWS::Lambda::Permission",
-        Match.object_equals(
-            {
-                "Action": "lambda:InvokeFunction",
-                "FunctionName": arn(maintenance),
-                "Principal": "events.amazonaws.com",
-                "SourceArn": arn(synth.id(synth.weft.schedule)),
+            assert target["RetryPolicy"] == {
+                "MaximumEventAgeInSeconds": age,
+                "MaximumRetryAttempts": 2,
             }
-        ),
-    )
+            shares.append(json.loads(target["Input"]))
+        synth.template.has_resource_properties(
+            "AWS::Lambda::Permission",
+            Match.object_equals(
+                {
+                    "Action": "lambda:InvokeFunction",
+                    "FunctionName": arn(maintenance),
+                    "Principal": "events.amazonaws.com",
+                    "SourceArn": arn(rule_id),
+                }
+            ),
+        )
+    assert sorted(shares, key=lambda share: share["worker"]) == [
+        {"worker": worker, "workers": workers} for worker in range(workers)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"maintenance_workers": 0}, "from 1 to 256"),
+        ({"maintenance_workers": 257}, "from 1 to 256"),
+        ({"maintenance_workers": 2.0}, "whole number"),
+        ({"maintenance_parallel_fires": 0}, "at least 1"),
+        ({"maintenance_workers": 9, "maintenance_reserved_concurrency": 8}, "at least"),
+    ],
+)
+def test_a_bad_worker_setting_fails_at_synth(options: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        construct._check_workers(
+            options.get("maintenance_workers", 8),
+            options.get("maintenance_parallel_fires", 16),
+            options.get("maintenance_reserved_concurrency", 8),
+        )
 
 
 def test_dead_letter_queue_is_encrypted_and_ssl_only(synthesis: Synthesis) -> None:
@@ -429,16 +454,18 @@ def test_dead_letter_queue_is_encrypted_and_ssl_only(synthesis: Synthesis) -> No
                             "Principal": {"AWS": "*"},
                             "Resource": arn(queue),
                         },
-                        {
-                            "Action": "sqs:SendMessage",
-                            "Condition": {
-                                "ArnEquals": {"aws:SourceArn": arn(synth.id(synth.weft.schedule))}
-                            },
-                            "Effect": "Allow",
-                            "Principal": {"Service": "events.amazonaws.com"},
-                            "Resource": arn(queue),
-                            "Sid": Match.any_value(),
-                        },
+                        # each schedule rule (five workers to a rule) may dead-letter here
+                        *(
+                            {
+                                "Action": "sqs:SendMessage",
+                                "Condition": {"ArnEquals": {"aws:SourceArn": arn(synth.id(rule))}},
+                                "Effect": "Allow",
+                                "Principal": {"Service": "events.amazonaws.com"},
+                                "Resource": arn(queue),
+                                "Sid": Match.any_value(),
+                            }
+                            for rule in synth.weft.schedules
+                        ),
                     ],
                     "Version": "2012-10-17",
                 },

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -139,17 +140,52 @@ def test_partition_rates_spread_sharded_writes_over_the_deployed_shards() -> Non
 
 def test_maintenance_lag_keeps_up_below_capacity_and_falls_behind_above() -> None:
     lag = m.maintenance_lag(MEASURED, LOAD, DEPLOY)
-    # 20 timers due a second; a pass fires 25/s for 50 s of each 60 s (20.8/s), cap 16.7/s.
+    # 20 timers due a second; one worker fires 25/s for 50 s of each 60 s: 20.8/s. A pass
+    # that fired its cap is followed at once by another, so the cap (16.7/s) does not bind.
     assert lag.due_per_second == pytest.approx(20.0)
     assert lag.fire_per_second == pytest.approx(25.0)
-    assert lag.capacity_per_second == pytest.approx(1000 / 60)
-    assert not lag.keeps_up
-    assert lag.backlog_per_hour == pytest.approx((20 - 1000 / 60) * 3600)
-    assert lag.lateness_seconds == pytest.approx(lag.backlog_per_hour / (1000 / 60))
+    assert lag.capacity_per_second == pytest.approx(25 * 50 / 60)
+    assert lag.keeps_up
+    heavy = m.maintenance_lag(MEASURED, m.Load(runs_per_day=864_000, sleeps=3), DEPLOY)
+    assert not heavy.keeps_up
+    assert heavy.backlog_per_hour == pytest.approx((30 - 25 * 50 / 60) * 3600)
+    assert heavy.lateness_seconds == pytest.approx(heavy.backlog_per_hour / (25 * 50 / 60))
     light = m.maintenance_lag(MEASURED, m.Load(runs_per_day=86_400, sleeps=1), DEPLOY)
     # 1 due a second: 60 due a tick, fired in 2.4 s after a wait of at most one tick.
     assert light.keeps_up and light.backlog_per_hour == 0
     assert light.lateness_seconds == pytest.approx(60 + 60 * 0.04)
+
+
+def test_workers_multiply_firing_each_at_its_parallel_rate_bound_by_its_cpu() -> None:
+    parallel = replace(MEASURED, worker_fire_rate=200.0, fire_cpu_seconds=0.004)
+    eight = replace(DEPLOY, maintenance_workers=8)
+    # 256 MB is 0.145 vCPU: 36/s of 4 ms fires, below the 200/s the round trips allow.
+    assert m.worker_fire_rate(parallel, eight) == pytest.approx(256 / 1769 / 0.004)
+    lag = m.maintenance_lag(parallel, LOAD, eight)
+    assert lag.capacity_per_second == pytest.approx(8 * 256 / 1769 / 0.004 * 50 / 60)
+    big = replace(eight, maintenance_memory_mb=3538)  # 2 vCPU: the round trips bind
+    assert m.worker_fire_rate(parallel, big) == pytest.approx(200.0)
+    assert m.maintenance_lag(parallel, LOAD, big).capacity_per_second == pytest.approx(
+        8 * 200 * 50 / 60
+    )
+    assert m.worker_fire_rate(MEASURED, big) == pytest.approx(25.0)  # not measured: serial
+
+
+def test_a_run_written_for_fewer_units_moves_the_write_limits_in_proportion() -> None:
+    half = m.at_run_write_units(MEASURED, 20.0)
+    assert half.run.write_units == 20.0 and half.run.requests == MEASURED.run.requests
+    assert half.partition_writes == {"wf": 15, "timers": 4, "status#running": 2, "meta": 0.5}
+    before = dict((name, runs) for name, runs, _ in m.limits(MEASURED, LOAD, DEPLOY))
+    after = dict((name, runs) for name, runs, _ in m.limits(half, LOAD, DEPLOY))
+    quota = "table write quota (on-demand default)"
+    assert after[quota] == pytest.approx(2 * before[quota])
+
+
+def test_construct_constants_are_read_from_its_source() -> None:
+    source = "X = 1\nSHARDS = {'timers': 16, 'claims': 16}\n"
+    assert m.construct_constant(source, "SHARDS") == {"timers": 16, "claims": 16}
+    with pytest.raises(KeyError):
+        m.construct_constant(source, "MISSING")
 
 
 def test_peers_count_steps_waits_and_signals() -> None:
@@ -174,14 +210,14 @@ def test_a_tick_runs_more_passes_but_not_faster_than_the_fire_rate() -> None:
 
 def test_limits_are_the_loads_at_which_each_figure_meets_its_limit() -> None:
     found = {name: runs for name, runs, _ in m.limits(MEASURED, LOAD, DEPLOY)}
-    # 1,000 timers a minute, 2 sleeps a run: 8.33 runs/s.
+    # 25 timers a second for 50 s of each 60 s, 2 sleeps a run: 10.4 runs/s.
     assert found["maintenance fires timers as fast as they fall due"] == pytest.approx(
-        1000 / 60 / 2 * 86_400
+        25 * 50 / 60 / 2 * 86_400
     )
     assert found["API stage throttle"] == pytest.approx(100 / 2 * 86_400)  # 2 calls a run
     # A run holds an API function 0.1 s (start) + 0.05 s (a signal): 1,000 at 6,667 runs/s.
     assert found["Lambda concurrent executions (account default)"] == pytest.approx(
-        1000 / 0.15 * 86_400
+        (1000 - 1) / 0.15 * 86_400  # less the one maintenance worker's reservation
     )
     # timers: 8 units a run over 8 shards, 1,000 WCU/s each.
     assert found["partition write limit on timers (8 shards)"] == pytest.approx(1000 * 86_400)

@@ -15,9 +15,15 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from weft_serverless import ConfigurationError, Engine, EventBridgeSink, WorkflowDefinition
+from weft_serverless import (
+    WORKFLOW_STATUSES,
+    ConfigurationError,
+    Engine,
+    EventBridgeSink,
+    WorkflowDefinition,
+)
 from weft_serverless.storage import Storage
-from weft_serverless.storage.shard_layout import parse_shards
+from weft_serverless.storage.shard_layout import check_shards, counts_for_new_store, parse_shards
 
 WORKFLOWS_MODULE_ENV = "WEFT_WORKFLOWS_MODULE"
 OWNERSHIP_ENV = "WEFT_OWNERSHIP"
@@ -26,6 +32,10 @@ EVENT_BUS_ENV = "WEFT_EVENT_BUS"
 SHARDS_ENV = "WEFT_SHARDS"
 """Shard counts the table is created with (``8``, or ``timers=16,claims=16``; ADR 0050);
 unset: the store's own (the defaults on a new one)."""
+NEW_STORE_SHARDS_ENV = "WEFT_NEW_STORE_SHARDS"
+"""Shard counts for a table this deployment creates, written as ``WEFT_SHARDS``; a table
+created before keeps its own (``counts_for_new_store``). The construct's defaults come this
+way, so raising them never locks a deployed table out (ADR 0055). ``WEFT_SHARDS`` wins."""
 DEFAULT_OWNERSHIP = "workflow-lease"
 
 _engine: Engine | None = None
@@ -96,6 +106,11 @@ def build_engine(
     options.setdefault("ownership", env.get(OWNERSHIP_ENV) or DEFAULT_OWNERSHIP)
     if env.get(SHARDS_ENV) and "shards" not in options:
         options["shards"] = parse_shards(env[SHARDS_ENV])
+    elif env.get(NEW_STORE_SHARDS_ENV) and "shards" not in options:
+        preferred = check_shards(parse_shards(env[NEW_STORE_SHARDS_ENV]))
+        if preferred is not None:
+            counts = counts_for_new_store(storage, preferred, WORKFLOW_STATUSES)
+            options["shards"] = counts.as_dict()
     if env.get(EVENT_BUS_ENV) and "events" not in options:
         options["events"] = EventBridgeSink(env[EVENT_BUS_ENV])
     return Engine.create(

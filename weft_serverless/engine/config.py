@@ -211,6 +211,23 @@ def check_positive_int(value: Any, field: str) -> int:
     return value
 
 
+MAX_WORKERS = 256
+"""Maintenance workers one store can be split between: no index has more shards."""
+
+
+def check_share(worker: Any, workers: Any) -> tuple[int, int]:
+    """A maintenance worker's share: ``worker`` of ``workers`` (shards ``s % workers ==
+    worker``)."""
+    count = check_positive_int(workers, "workers")
+    if count > MAX_WORKERS:
+        raise InvalidArgumentError(f"workers must be at most {MAX_WORKERS}", "workers")
+    if isinstance(worker, bool) or not isinstance(worker, int) or not 0 <= worker < count:
+        raise InvalidArgumentError(
+            f"worker must be a whole number from 0 to workers - 1 ({count - 1})", "worker"
+        )
+    return worker, count
+
+
 def check_id(workflow_id: Any, field: str = "workflow_id") -> str:
     return check_workflow_id(workflow_id, field)
 

@@ -415,9 +415,20 @@ class Engine:
         *,
         budget_seconds: float | None = None,
         max_timers: int = MAX_TIMERS_PER_PASS,
+        worker: int = 0,
+        workers: int = 1,
+        parallel_fires: int = 1,
     ) -> MaintenanceReport:
-        """One pass: fire up to ``max_timers`` timers due at ``now`` and drive what they wake."""
-        return self._session.maintain(now, budget_seconds, max_timers)
+        """One pass: fire up to ``max_timers`` timers due at ``now`` and drive what they wake.
+
+        ``worker`` of ``workers`` reads only the timer, claim and outbox shards ``s`` with
+        ``s % workers == worker``, so that many workers share a store's firing (each fenced
+        write keeps overlapping shares safe). ``parallel_fires`` runs fire at once, each on
+        its own thread: worth it where each request waits on the network (ADR 0055).
+        """
+        return self._session.maintain(
+            now, budget_seconds, max_timers, (worker, workers), parallel_fires
+        )
 
     def change_shards(
         self,

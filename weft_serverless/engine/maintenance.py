@@ -17,13 +17,22 @@ first one not due ends the shard, and its due time is the shard's share of ``nex
 so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
 and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
 ``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
+
+A pass may be one worker's of several (``Share``: the shards ``s % W == i`` of the timer,
+claim and outbox indexes) and may fire several runs at once (``parallel``, one run to a
+thread); overlapping shares and racing threads only repeat reads, since every wake is
+fenced (ADR 0055).
 """
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,6 +51,7 @@ from weft_serverless.engine.schedules import firing as schedule_firing
 from weft_serverless.errors import UnsupportedSchemaVersionError, WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Delete, Key, Put
+from weft_serverless.storage.keys.shards import EVERY_SHARD, Share
 
 PROBE_TIMERS = 16
 """Timers the first read of a shard asks for. A strongly consistent Query is billed per 4 KB
@@ -49,6 +59,10 @@ read, and 16 timer items (about 130 bytes each) stay within one unit: the probe 
 one-item read costs, and a pass with up to 16 due timers in a shard needs no second read."""
 RETAIN_BACKOFF = 1.0  # seconds a retained timer is moved on by, doubling per retention
 MAX_RETAIN_BACKOFF = 3600.0
+
+
+Due = list[tuple[Key, float, str]]
+"""A run's due timers: key, due time, kind."""
 
 
 @dataclass(slots=True)
@@ -68,14 +82,21 @@ class MaintenanceReport:
 
 
 def fire_due_timers(
-    rt: Runtime, dispatcher: Dispatcher, now: float, report: MaintenanceReport, budget: Budget
+    rt: Runtime,
+    dispatcher: Dispatcher,
+    now: float,
+    report: MaintenanceReport,
+    budget: Budget,
+    share: Share = EVERY_SHARD,
+    parallel: int = 1,
 ) -> int:
-    """Fire what is due at ``now``; returns how many due timers were read (0: the probes
-    found none, and ``report.next_due`` holds the earliest timer stored)."""
-    due: dict[str, list[tuple[Key, float, str]]] = {}
+    """Fire what is due at ``now`` in ``share``'s timer shards, up to ``parallel`` runs at
+    once; returns how many due timers were read (0: the probes found none, and
+    ``report.next_due`` holds the earliest timer stored in the share)."""
+    due: dict[str, Due] = {}
     backoffs: dict[Key, int] = {}
     seen = 0
-    for sort, partition, value in _earliest_due(rt, now, budget.max_timers, report):
+    for sort, partition, value in _earliest_due(rt, now, budget.max_timers, report, share):
         seen += 1
         try:
             timer = TimerRecord.from_map(decode_record(value, f"timer {sort!r} in {partition!r}"))
@@ -87,12 +108,29 @@ def fire_due_timers(
         backoffs[entry[0]] = timer.retained
     if seen >= budget.max_timers:
         report.cut_short = True
+    order = sorted(due.items(), key=lambda item: min(t[1] for t in item[1]))
+    with closing(_fire_each(rt, dispatcher, order, budget, parallel)) as fired:
+        retained = _settle(rt, now, report, fired, backoffs)
+    if seen >= budget.max_timers and retained:
+        movable = _not_held_elsewhere(rt, retained)
+        defer_retained(rt, movable, now)
+        report.parts["timers_deferred"] = len(movable)
+    return seen
+
+
+def _settle(
+    rt: Runtime,
+    now: float,
+    report: MaintenanceReport,
+    fired: Iterator[tuple[str, Due, str | None]],
+    backoffs: dict[Key, int],
+) -> list[tuple[Key, str, str, int]]:
+    """Count each fired run in the report and delete its timers; returns those retained."""
     retained: list[tuple[Key, str, str, int]] = []
-    for workflow_id, timers in sorted(due.items(), key=lambda item: min(t[1] for t in item[1])):
-        if budget.exhausted():
+    for workflow_id, timers, outcome in fired:
+        if outcome is None:  # the budget ran out before this run's turn
             report.cut_short = True
-            break
-        outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers}, budget)
+            continue
         if outcome in (RETAIN, BUSY, DEPOSED, "error"):
             # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
@@ -104,11 +142,58 @@ def fire_due_timers(
         report.timers_fired += len(timers)
         rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
-    if seen >= budget.max_timers and retained:
-        movable = _not_held_elsewhere(rt, retained)
-        defer_retained(rt, movable, now)
-        report.parts["timers_deferred"] = len(movable)
-    return seen
+    return retained
+
+
+def _fire_each(
+    rt: Runtime,
+    dispatcher: Dispatcher,
+    order: list[tuple[str, Due]],
+    budget: Budget,
+    parallel: int,
+) -> Generator[tuple[str, Due, str | None], None, None]:
+    """Fire each run's timers (``_fire``), up to ``parallel`` runs at once, and yield each
+    run with its outcome (None: the budget ran out before its turn) as it ends.
+
+    Each run is one task, so no two threads fire one run (the dispatcher refuses a run
+    already driven here: BUSY, retained). An exception in one task is that run's failure,
+    retained for a later pass; the others go on. A ``BaseException`` (a crash, an
+    interrupt) stops every task not yet started and is raised once the started ones end.
+    The caller alone touches the report and deletes fired timers, so neither is shared.
+    """
+    stop = threading.Event()
+
+    def task(workflow_id: str, timers: Due) -> str | None:
+        if stop.is_set() or budget.exhausted():
+            return None
+        try:
+            return _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers}, budget)
+        except Exception:
+            logger.exception("timers of workflow %s could not fire", workflow_id)
+            return "error"
+        except BaseException:
+            stop.set()
+            raise
+
+    if parallel <= 1 or len(order) <= 1:
+        for workflow_id, timers in order:
+            yield workflow_id, timers, task(workflow_id, timers)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(parallel, len(order)))
+    try:
+        futures = {
+            pool.submit(contextvars.copy_context().run, task, workflow_id, timers): (
+                workflow_id,
+                timers,
+            )
+            for workflow_id, timers in order
+        }
+        for future in as_completed(futures):
+            workflow_id, timers = futures[future]
+            yield workflow_id, timers, future.result()
+    finally:
+        stop.set()  # the caller stopped (a lost store fence, a crash): start nothing more
+        pool.shutdown(wait=True)
 
 
 def _not_held_elsewhere(
@@ -124,9 +209,9 @@ def _not_held_elsewhere(
 
 
 def _earliest_due(
-    rt: Runtime, now: float, cap: int, report: MaintenanceReport
+    rt: Runtime, now: float, cap: int, report: MaintenanceReport, share: Share
 ) -> Iterator[tuple[str, str, bytes]]:
-    """Up to ``cap`` timers due at ``now``, earliest first across the shards.
+    """Up to ``cap`` timers due at ``now``, earliest first across ``share``'s shards.
 
     Sort keys start with the due time, so merging the shards' ordered scans by sort key reads
     in due order; each scan is lazy, so a shard is read only as far as the merge gets. A
@@ -154,7 +239,7 @@ def _earliest_due(
             yield sort, partition, value
 
     bound = keys.timer_due_bound(now)
-    merged = heapq.merge(*(shard(n) for n in range(rt.shards_to_read.timers)))
+    merged = heapq.merge(*(shard(n) for n in share.of(rt.shards_to_read.timers)))
     return itertools.islice(merged, cap)
 
 
@@ -253,9 +338,9 @@ def _fire(
     return dispatcher.run(workflow_id, "+".join(sorted(wake)))
 
 
-def next_due(rt: Runtime) -> float | None:
+def next_due(rt: Runtime, share: Share = EVERY_SHARD) -> float | None:
     earliest: float | None = None
-    for shard in range(rt.shards_to_read.timers):
+    for shard in share.of(rt.shards_to_read.timers):
         for sort, _ in rt.storage.scan(keys.timer_partition(shard), limit=1):
             due = keys.timer_due_of(sort)
             earliest = due if earliest is None else min(earliest, due)
@@ -263,25 +348,34 @@ def next_due(rt: Runtime) -> float | None:
 
 
 def run_maintenance(
-    rt: Runtime, dispatcher: Dispatcher, now: float | None, budget: Budget
+    rt: Runtime,
+    dispatcher: Dispatcher,
+    now: float | None,
+    budget: Budget,
+    share: Share = EVERY_SHARD,
+    parallel: int = 1,
 ) -> MaintenanceReport:
+    """One pass over ``share``'s shards of each index it reads (timers, claims, outbox),
+    firing up to ``parallel`` runs' timers at once; ``next_due`` is the share's."""
     moment = rt.clock() if now is None else now
     rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
-    report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted))
+    report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted, share))
     probed = False
     if not budget.exhausted():
         cutoff = rt.clock_guard.timer_cutoff(moment)
         # Nothing was due: the probes of every shard read their earliest timer, so next_due
         # is known already. Otherwise firing deleted timers and armed others: read it again.
-        probed = fire_due_timers(rt, dispatcher, cutoff, report, budget) == 0
+        probed = fire_due_timers(rt, dispatcher, cutoff, report, budget, share, parallel) == 0
     else:
         report.cut_short = True
     if not budget.exhausted():
-        report.parts.update(outbox.publish(rt))  # after the timers: their terminal events too
+        report.parts.update(
+            outbox.publish(rt, share)
+        )  # after the timers: their terminal events too
     if not probed:
         report.next_due = None
         if not budget.exhausted():
-            report.next_due = next_due(rt)
+            report.next_due = next_due(rt, share)
     logger.debug("maintenance: %s", report)
     return report

@@ -13,7 +13,7 @@ import time
 
 from weft_serverless.engine import teardown
 from weft_serverless.engine.background import BackgroundDriver
-from weft_serverless.engine.config import check_id, check_positive_int
+from weft_serverless.engine.config import check_id, check_positive_int, check_share
 from weft_serverless.engine.drive.dispatch import Dispatcher
 from weft_serverless.engine.maintenance import MaintenanceReport, run_maintenance
 from weft_serverless.engine.persistence.records import RUNNING, STATUSES, SUSPENDED
@@ -21,6 +21,7 @@ from weft_serverless.engine.runs import admission, control
 from weft_serverless.engine.runtime import Budget, Runtime, logger
 from weft_serverless.engine.visibility import listing
 from weft_serverless.errors import ConfigurationError, WeftError
+from weft_serverless.storage.keys.shards import Share
 
 _ADMISSION_ROUNDS = 100  # bounds a chain of admitted runs that end at once, each freeing a slot
 
@@ -128,12 +129,22 @@ class Session:
         return outcome if outcome in STATUSES else ""
 
     def maintain(
-        self, now: float | None, budget_seconds: float | None, max_timers: int
+        self,
+        now: float | None,
+        budget_seconds: float | None,
+        max_timers: int,
+        share: tuple[int, int] = (0, 1),
+        parallel_fires: int = 1,
     ) -> MaintenanceReport:
         self.check_open()
         cap = check_positive_int(max_timers, "max_timers")
+        worker, workers = check_share(*share)
+        parallel = check_positive_int(parallel_fires, "parallel_fires")
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
-        report = run_maintenance(self.rt, self.dispatcher, now, Budget(deadline, max_timers=cap))
+        budget = Budget(deadline, max_timers=cap)
+        report = run_maintenance(
+            self.rt, self.dispatcher, now, budget, Share(worker, workers), parallel
+        )
         self.settle()
         return report
 

@@ -253,3 +253,20 @@ def parse_shards(text: str) -> dict[str, int]:
         ) from None
     check_shards(counts)
     return counts
+
+
+def counts_for_new_store(
+    storage: Storage, preferred: ShardCounts, statuses: Iterable[str]
+) -> ShardCounts:
+    """The counts to open ``storage`` with when a host prefers ``preferred`` for stores it
+    creates but must keep serving stores created before (a deployment's defaults rising).
+
+    A store with a marker keeps its counts; one without a marker that already holds index
+    items keeps the defaults it was written under; only an empty store takes ``preferred``.
+    """
+    stored = read_shards(storage)
+    if stored is not None:
+        return stored
+    if occupied_partition(storage, DEFAULT_SHARDS, statuses) is not None:
+        return DEFAULT_SHARDS
+    return preferred

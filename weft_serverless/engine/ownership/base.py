@@ -25,7 +25,7 @@ from weft_serverless.errors import (
 )
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
-from weft_serverless.storage.keys.shards import ShardLayout
+from weft_serverless.storage.keys.shards import EVERY_SHARD, ShardLayout, Share
 from weft_serverless.storage.shard_layout import LiveShards
 
 if TYPE_CHECKING:
@@ -259,10 +259,13 @@ class Ownership:
     def deposed(self, workflow_id: str) -> None:
         """Called when a drive hit ``EngineDeposedError``."""
 
-    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+    def maintain(
+        self, drive: Drive, exhausted: Callable[[], bool], share: Share = EVERY_SHARD
+    ) -> dict[str, int]:
         """The ownership parts of a maintenance pass (renew, reclaim, poll): ``drive`` runs
-        what they wake, ``exhausted`` says the pass's time is up. Returns what each part did,
-        by name, for the pass's report."""
+        what they wake, ``exhausted`` says the pass's time is up, ``share`` which claim
+        shards this worker scans for expired claims. Returns what each part did, by name,
+        for the pass's report."""
         return {}
 
     def renew_all(self) -> None:

@@ -28,6 +28,7 @@ from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import EngineLeaseLostError, EngineLeaseUnavailableError, StorageError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Put
+from weft_serverless.storage.keys.shards import EVERY_SHARD, Share
 
 
 class EngineLeaseLost(RuntimeWarning):
@@ -149,7 +150,9 @@ class StoreLease(Ownership):
         warn(EngineLeaseLost, f"engine {self.host.engine_id} lost the store-wide lease; stopping")
         raise EngineLeaseLostError("this engine lost the store-wide lease and stopped")
 
-    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+    def maintain(
+        self, drive: Drive, exhausted: Callable[[], bool], share: Share = EVERY_SHARD
+    ) -> dict[str, int]:
         if self.host.now() - self.renewed_at < self.timing.renew_interval:
             return {}
         self.renew_all()

@@ -21,6 +21,7 @@ from weft_serverless.engine.process.telemetry import skip_unsupported
 from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Op, Put
+from weft_serverless.storage.keys.shards import EVERY_SHARD, Share
 
 TAKEOVER_GRACE_MULTIPLIER = 2
 TAKEOVER_MAX_ATTEMPTS = 5
@@ -29,10 +30,14 @@ TAKEOVER_MAX_ATTEMPTS = 5
 class Takeover(ClaimRegistry):
     """Renewal, takeover of expired claims and signal polling, run by ``maintain``."""
 
-    def maintain(self, drive: Drive, exhausted: Callable[[], bool]) -> dict[str, int]:
+    def maintain(
+        self, drive: Drive, exhausted: Callable[[], bool], share: Share = EVERY_SHARD
+    ) -> dict[str, int]:
+        # Renewals and signal polls concern this engine's own claims, so every worker does
+        # its own; only the scan for expired claims is split by shard.
         done = {"claims_renewed": self._renew(only_due=True)}
         if not exhausted():
-            done["claims_reclaimed"] = self._reclaim(drive, exhausted)
+            done["claims_reclaimed"] = self._reclaim(drive, exhausted, share)
         if not exhausted():
             done["signal_polls_woken"] = self._poll_signals(drive)
         self.host.metrics.counters["claims_active"] = len(self.claims)
@@ -76,10 +81,10 @@ class Takeover(ClaimRegistry):
             self.host.metrics.incr("claim_renewal_failures")
             return False
 
-    def _reclaim(self, drive: Drive, exhausted: Callable[[], bool]) -> int:
+    def _reclaim(self, drive: Drive, exhausted: Callable[[], bool], share: Share) -> int:
         reclaimed = 0
         now = self.host.now()
-        for shard in range(self.host.shards.read.claims):
+        for shard in share.of(self.host.shards.read.claims):
             for sort, _ in self.host.storage.scan(keys.claim_partition(shard)):
                 if exhausted():
                     return reclaimed

@@ -32,6 +32,7 @@ from weft_serverless.engine.runtime import Runtime, logger
 from weft_serverless.errors import UnsupportedSchemaVersionError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put
+from weft_serverless.storage.keys.shards import EVERY_SHARD, Share
 
 MAX_EVENTS_PER_PASS = 100
 """Events one pass reads per shard; the rest wait for the next pass."""
@@ -54,13 +55,13 @@ def item(rt: Runtime, event: Mapping[str, Any]) -> list[Op]:
     return [Put(key, encode({"event": dict(event)}))]
 
 
-def publish(rt: Runtime) -> dict[str, int]:
+def publish(rt: Runtime, share: Share = EVERY_SHARD) -> dict[str, int]:
     """Publish what the outbox holds; returns counts for the maintenance report."""
     sink = rt.events
     if sink is None:
         return {}
     pending: list[Pending] = []
-    for shard in range(rt.shards_to_read.outbox):
+    for shard in share.of(rt.shards_to_read.outbox):
         partition = keys.outbox_partition(shard)
         for sort, value in rt.storage.scan(partition, limit=MAX_EVENTS_PER_PASS):
             try:

@@ -93,3 +93,26 @@ class ShardLayout:
             return (self.counts,)
         other = self.counts if self.write == self.pending else self.pending
         return (self.write, other)
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Which shards of each index one maintenance worker reads: ``s % workers == worker``.
+
+    Workers given disjoint shares do no work twice; overlapping shares (a share reassigned
+    mid-pass, a duplicated invocation) only repeat reads, since every write a pass makes is
+    fenced (ADR 0055).
+    """
+
+    worker: int = 0
+    workers: int = 1
+
+    def owns(self, shard: int) -> bool:
+        return shard % self.workers == self.worker
+
+    def of(self, count: int) -> range:
+        """The shards of an index of ``count`` shards this worker reads."""
+        return range(self.worker, count, self.workers)
+
+
+EVERY_SHARD = Share()
