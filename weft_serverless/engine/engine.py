@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import functools
+import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from weft_serverless.engine import config, handle
 from weft_serverless.engine.bulk import request
@@ -35,6 +37,7 @@ from weft_serverless.engine.parts.schedules import Schedules
 from weft_serverless.engine.parts.starts import Starts
 from weft_serverless.engine.persistence.records import STATUSES
 from weft_serverless.engine.process.activity_threads import DEFAULT_MAX_PARALLEL
+from weft_serverless.engine.process.timer_hints import TimerHint, TimerHints
 from weft_serverless.engine.runs import event_log
 from weft_serverless.engine.runtime import (
     MAX_TIMERS_PER_PASS,
@@ -47,10 +50,26 @@ from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.engine.schedules.spec import DEFAULT_CATCHUP_WINDOW
 from weft_serverless.engine.session import Session
+from weft_serverless.engine.timer_hints import TimerHintReport
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage import shard_layout
 from weft_serverless.storage.base import Storage
 from weft_serverless.workflow import WorkflowDefinition
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _hinted(method: Callable[P, R]) -> Callable[P, R]:
+    """A call that may arm timers: their hints are sent in batches when it returns (ADR 0054)."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        engine: Engine = args[0]  # type: ignore[assignment]
+        with engine._rt.hints.scope():
+            return method(*args, **kwargs)
+
+    return call
 
 
 class Engine:
@@ -92,6 +111,7 @@ class Engine:
         events: EventSink | None = None,
         tracer: Any = None,
         shards: Mapping[str, int] | None = None,
+        timer_hints: TimerHints | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -118,6 +138,7 @@ class Engine:
             events=config.check_event_sink(events),
             tracer=config.check_tracer(tracer),
             shards=shard_layout.open_shards(storage, requested, clock(), STATUSES),
+            timer_hints=config.check_timer_hints(timer_hints),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -128,6 +149,7 @@ class Engine:
 
     # -- starting runs, and reading one ----------------------------------------------------
 
+    @_hinted
     def start(
         self,
         workflow_type: str,
@@ -157,6 +179,7 @@ class Engine:
             ),
         )
 
+    @_hinted
     def start_or_signal(
         self,
         workflow_type: str,
@@ -205,12 +228,14 @@ class Engine:
 
     # -- talking to a run: signals, updates, queries ---------------------------------------
 
+    @_hinted
     def signal(
         self, workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
     ) -> None:
         """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
         self._interactions.signal(workflow_id, name, payload, signal_id)
 
+    @_hinted
     def update(
         self,
         workflow_id: str,
@@ -229,26 +254,32 @@ class Engine:
 
     # -- the operator's moves on a run, and recovery ---------------------------------------
 
+    @_hinted
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._control.cancel(workflow_id)
 
+    @_hinted
     def suspend(self, workflow_id: str) -> None:
         """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
         self._control.suspend(workflow_id)
 
+    @_hinted
     def resume(self, workflow_id: str) -> str:
         """Resume a suspended run, or drive a running one now; returns its status after."""
         return self._control.resume(workflow_id)
 
+    @_hinted
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""
         self._control.retry(workflow_id)
 
+    @_hinted
     def purge(self, workflow_id: str) -> None:
         """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
         self._control.purge(workflow_id)
 
+    @_hinted
     def recover_all(self) -> int:
         """Drive every running workflow from its stored history; returns how many."""
         return self._control.recover_all()
@@ -266,16 +297,19 @@ class Engine:
 
     # -- activities completed outside the engine -------------------------------------------
 
+    @_hinted
     def complete_activity(self, token: str, result: Any = None) -> None:
         """Complete an async activity with ``result`` (single use) and resume its workflow."""
         self._activities.complete(token, result)
 
+    @_hinted
     def fail_activity(self, token: str, error: BaseException | str) -> None:
         """Fail an async activity attempt; the activity's retry policy decides what follows."""
         self._activities.fail(token, error)
 
     # -- schedules -------------------------------------------------------------------------
 
+    @_hinted
     def schedule(
         self,
         schedule_id: str,
@@ -316,6 +350,7 @@ class Engine:
 
     # -- bulk operations on the runs a filter matches (ADR 0031) ---------------------------
 
+    @_hinted
     def cancel_all(
         self,
         *,
@@ -332,6 +367,7 @@ class Engine:
             request.CANCEL, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
+    @_hinted
     def signal_all(
         self,
         name: str,
@@ -359,6 +395,7 @@ class Engine:
             payload,
         )
 
+    @_hinted
     def retry_failed_all(
         self,
         *,
@@ -375,6 +412,7 @@ class Engine:
             request.RETRY, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
+    @_hinted
     def resume_bulk(self, operation_id: str) -> BulkOperation:
         """Carry a stored operation on from its cursor (a no-op once completed)."""
         return self._bulk.resume(operation_id)
@@ -402,6 +440,7 @@ class Engine:
         with invocation_scope(self._rt, time_left, deadline, step_reserve, heartbeat):
             yield self
 
+    @_hinted
     def run_maintenance(
         self,
         now: float | None = None,
@@ -411,6 +450,13 @@ class Engine:
     ) -> MaintenanceReport:
         """One pass: fire up to ``max_timers`` timers due at ``now`` and drive what they wake."""
         return self._session.maintain(now, budget_seconds, max_timers)
+
+    @_hinted
+    def fire_timer_hints(
+        self, hints: Sequence[TimerHint], *, wait: Callable[[float], None] = time.sleep
+    ) -> TimerHintReport:
+        """Fire the due timers ``hints`` name (the stored timer decides; ADR 0054)."""
+        return self._session.fire_hints(hints, wait)
 
     def close(self) -> None:
         """Stop background work; the storage stays open (it belongs to the caller)."""

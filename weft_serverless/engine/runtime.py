@@ -42,6 +42,7 @@ from weft_serverless.engine.process.parked_runs import ParkedRuns
 from weft_serverless.engine.process.running_attempts import RunningAttempts
 from weft_serverless.engine.process.services import ServiceFactory, Services
 from weft_serverless.engine.process.telemetry import Metrics, logger
+from weft_serverless.engine.process.timer_hints import HintOutbox, TimerHints
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
@@ -211,6 +212,8 @@ class Runtime:
     tracer: Tracing | None = None
     # The store's shard counts, read once when the engine opened it (ADR 0050).
     shards: ShardCounts = DEFAULT_SHARDS
+    # Hints of timers armed soon, sent after their commit (ADR 0054; no port: nothing sent).
+    hints: HintOutbox = field(default_factory=lambda: HintOutbox(None, time.time, Metrics()))
 
     @property
     def closed(self) -> bool:
@@ -274,6 +277,7 @@ def assemble(
     events: EventSink | None = None,
     tracer: Tracing | None = None,
     shards: ShardCounts = DEFAULT_SHARDS,
+    timer_hints: TimerHints | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -314,6 +318,7 @@ def assemble(
         events=events,
         tracer=tracer,
         shards=shards,
+        hints=HintOutbox(timer_hints, engine_time.now, metrics),
     )
 
 
