@@ -15,7 +15,13 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from weft_serverless import ConfigurationError, Engine, EventBridgeSink, WorkflowDefinition
+from weft_serverless import (
+    ConfigurationError,
+    Engine,
+    EventBridgeSink,
+    SqsTimerHints,
+    WorkflowDefinition,
+)
 from weft_serverless.storage import Storage
 from weft_serverless.storage.shard_layout import parse_shards
 
@@ -26,6 +32,8 @@ EVENT_BUS_ENV = "WEFT_EVENT_BUS"
 SHARDS_ENV = "WEFT_SHARDS"
 """Shard counts the table is created with (``8``, or ``timers=16,claims=16``; ADR 0050);
 unset: the store's own (the defaults on a new one)."""
+TIMER_HINTS_ENV = "WEFT_TIMER_HINTS_QUEUE_URL"
+"""The SQS queue timer hints go to (ADR 0054); unset: no hints, the sweep fires every timer."""
 DEFAULT_OWNERSHIP = "workflow-lease"
 
 _engine: Engine | None = None
@@ -79,7 +87,8 @@ def build_engine(
     container, and its optional ``tracer``), ownership from ``WEFT_OWNERSHIP`` (default
     workflow-lease), the events sink from ``WEFT_EVENT_BUS`` (every function writes the
     outbox; only the maintenance function publishes, so only it needs ``events:PutEvents``),
-    the shard counts from ``WEFT_SHARDS`` (refused when the table was created with others).
+    the shard counts from ``WEFT_SHARDS`` (refused when the table was created with others),
+    the timer hint queue from ``WEFT_TIMER_HINTS_QUEUE_URL``.
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
@@ -96,6 +105,8 @@ def build_engine(
     options.setdefault("ownership", env.get(OWNERSHIP_ENV) or DEFAULT_OWNERSHIP)
     if env.get(SHARDS_ENV) and "shards" not in options:
         options["shards"] = parse_shards(env[SHARDS_ENV])
+    if env.get(TIMER_HINTS_ENV) and "timer_hints" not in options:
+        options["timer_hints"] = SqsTimerHints(env[TIMER_HINTS_ENV])
     if env.get(EVENT_BUS_ENV) and "events" not in options:
         options["events"] = EventBridgeSink(env[EVENT_BUS_ENV])
     return Engine.create(
