@@ -31,7 +31,7 @@ def invocation_scope(
     beat = Heartbeat(rt) if heartbeat and rt.fence.renew_interval else None
     dying = False
     try:
-        with rt.invocation.within(time_left, step_reserve), rt.hints.scope():
+        with rt.invocation.within(time_left, step_reserve):
             if beat is not None:
                 beat.start()
             yield
