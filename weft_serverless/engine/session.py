@@ -34,6 +34,7 @@ class Session:
         self.rt = rt
         self.dispatcher = Dispatcher(rt)
         self.background: BackgroundDriver | None = None
+        self._hinted_until: float | None = None  # where the last pass's re-hint stopped
         if rt.background_tasks == "automatic":
             self.background = BackgroundDriver(rt, self.dispatcher)
 
@@ -138,7 +139,8 @@ class Session:
         budget = Budget(deadline, max_timers=cap)
         report = run_maintenance(self.rt, self.dispatcher, now, budget)
         if self.rt.hints.port is not None and not budget.exhausted():
-            report.parts["timers_hinted"] = timer_hints.rehint(self.rt, report.now)
+            hinted, self._hinted_until = timer_hints.rehint(self.rt, report.now, self._hinted_until)
+            report.parts["timers_hinted"] = hinted
         self.settle()
         return report
 

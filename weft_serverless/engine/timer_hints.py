@@ -140,19 +140,25 @@ def _fire(
         rt.metrics.incr("timer_hint_lateness_ms_total", round(lateness * 1000))
 
 
-def rehint(rt: Runtime, now: float) -> int:
+def rehint(rt: Runtime, now: float, hinted_until: float | None = None) -> tuple[int, float]:
     """Hint the timers about to come within the port's reach: per timer shard, one read of
-    those due in ``[now + horizon - REHINT_WINDOW, now + horizon)``; returns how many.
-    A timer hinted twice (by its arming and by a pass, or by two passes) fires once."""
+    those due in ``[now + horizon - REHINT_WINDOW, now + horizon)``, starting no earlier
+    than ``hinted_until`` (where this process's previous pass stopped, so a tick loop does
+    not hint a timer at every tick). Returns how many, and where this pass stopped. A timer
+    hinted twice (by its arming and by a pass, or by two containers' passes) fires once."""
     port = rt.hints.port
     if port is None:
-        return 0
-    low = keys.timer_due_bound(now + max(0.0, port.horizon - REHINT_WINDOW))
-    high = keys.timer_due_bound(now + port.horizon)
+        return 0, now
+    reach = now + port.horizon
+    start = now + max(0.0, port.horizon - REHINT_WINDOW)
+    if hinted_until is not None:
+        start = min(max(start, hinted_until), reach)
+    low = keys.timer_due_bound(start)
+    high = keys.timer_due_bound(reach)
     hints = [
         TimerHint.of(Key(partition, sort))
         for partition in map(keys.timer_partition, range(rt.shards.timers))
         for sort, _ in rt.storage.scan(partition, gte=low, lt=high)
     ]
     send(port, hints, rt.metrics)
-    return len(hints)
+    return len(hints), reach
