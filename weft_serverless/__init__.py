@@ -31,9 +31,11 @@ from weft_serverless.engine.inspection import (
 )
 from weft_serverless.engine.maintenance import MaintenanceReport
 from weft_serverless.engine.persistence.records import STATUSES as WORKFLOW_STATUSES
+from weft_serverless.engine.process.timer_hints import TimerHint, TimerHints
 from weft_serverless.engine.replay_view import ReplayView, Waiting, replay_view, waiting_for
 from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
+from weft_serverless.engine.timer_hints import TimerHintReport
 from weft_serverless.errors import (
     ActivityCancelledError,
     ActivityFailedError,
@@ -91,6 +93,7 @@ from weft_serverless.errors import (
     WorkflowWakeDiscarded,
 )
 from weft_serverless.event_sink import EventBridgeSink, EventSink
+from weft_serverless.hint_ports import LocalTimerHints, SqsTimerHints
 from weft_serverless.identifiers import MAX_DEDUP_ID_BYTES, MAX_NAME_BYTES, MAX_WORKFLOW_ID_BYTES
 from weft_serverless.saga import Saga
 from weft_serverless.storage import MemoryStorage, SQLiteStorage
@@ -133,6 +136,7 @@ __all__ = [
     "InvalidFilterError",
     "InvalidScheduleError",
     "InvalidTagError",
+    "LocalTimerHints",
     "MaintenanceReport",
     "MemoryStorage",
     "MissingServiceError",
@@ -151,10 +155,14 @@ __all__ = [
     "SearchAttributeError",
     "ServicesUnavailableError",
     "ShardChange",
+    "SqsTimerHints",
     "StorageError",
     "StorageLimitError",
     "TeardownPendingError",
     "TimelineStep",
+    "TimerHint",
+    "TimerHintReport",
+    "TimerHints",
     "UnknownActivityError",
     "UnknownQueryError",
     "UnknownServiceError",

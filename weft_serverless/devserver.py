@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from weft_serverless import Engine
+    from weft_serverless.hint_ports import LocalTimerHints
 
 from weft_serverless import dev_events, dev_requests, hints
 from weft_serverless.aws.route_types import MAX_BODY_BYTES
@@ -49,6 +50,7 @@ from weft_serverless.lambda_events import (
     response_parts,
     rest_event,
     scheduled_event,
+    sqs_event,
 )
 from weft_serverless.loopback import LOOPBACK_NAMES
 
@@ -116,6 +118,8 @@ class DevServer:
         self._api: _Container | None = None
         self._maintenance: _Container | None = None
         self._maintenance_engine: Engine | None = None
+        self._timer_engine: Engine | None = None
+        self.timer_hints: LocalTimerHints | None = None
         self._http: Any = None
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -137,15 +141,28 @@ class DevServer:
             get_engine,
             make_api_handler,
             make_maintenance_handler,
+            make_timer_hint_handler,
         )
+        from weft_serverless.hint_ports import LocalTimerHints, hint_body
 
         self._api = _Container(make_api_handler())
-
-        get_engine()  # build the container's engine now: a bad module fails here, not per request
+        # The timer hint queue and worker, in this process (ADR 0054): every engine sends
+        # hints to the wheel, whose thread fires each at due on a worker engine of its own.
+        self.timer_hints = hints = LocalTimerHints()
+        # build the container's engine now: a bad module fails here, not per request
+        get_engine(timer_hints=hints)
         self._maintenance_engine = engine = build_engine(
-            events=dev_events.PrintedSink(bus, self.log)
+            events=dev_events.PrintedSink(bus, self.log), timer_hints=hints
         )
         self._maintenance = _Container(make_maintenance_handler(engine_factory=lambda: engine))
+        self._timer_engine = timer_engine = build_engine(timer_hints=hints)
+        timers = _Container(make_timer_hint_handler(engine_factory=lambda: timer_engine))
+        hints.attach(
+            lambda due: timers.invoke(
+                sqs_event(hint_body(hint) for hint in due),
+                self._context("weft-dev-timers", MAINTENANCE_BUDGET_SECONDS),
+            )
+        )
         from werkzeug.serving import make_server
 
         try:
@@ -177,7 +194,12 @@ class DevServer:
         deadline = time.monotonic() + STOP_WAIT_SECONDS
         for thread in self._threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self.timer_hints is not None:
+            self.timer_hints.stop()
         idle = not any(thread.is_alive() for thread in self._threads)
+        if self._timer_engine is not None and idle:
+            self._timer_engine.close()
+            self._timer_engine = None
         if self._maintenance_engine is not None and idle:  # never close it under a pass
             self._maintenance_engine.close()
             self._maintenance_engine = None

@@ -194,6 +194,24 @@ def scheduled_event(region: str, rule: str = "weft-dev-maintenance") -> dict[str
     }
 
 
+def sqs_event(bodies: Iterable[str], queue: str = "weft-dev-timer-hints") -> dict[str, Any]:
+    """An SQS event as an event source mapping delivers a batch of messages."""
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": str(uuid.uuid4()),
+                "body": body,
+                "attributes": {},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": f"arn:aws:sqs:us-east-1:{ACCOUNT}:{queue}",
+            }
+            for body in bodies
+        ]
+    }
+
+
 def response_parts(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and body bytes from a Lambda proxy response, as API Gateway reads it
     (either payload version: 2.0 adds ``cookies``, sent back as ``Set-Cookie``)."""

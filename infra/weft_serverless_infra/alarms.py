@@ -80,6 +80,7 @@ class WeftAlarms(Construct):
         maintenance_rate: Duration,
         api_server_errors: cloudwatch.Metric,
         dead_letter_queue: sqs.IQueue,
+        hint_dead_letter_queue: sqs.IQueue | None = None,
         topic: sns.ITopic,
         metrics_namespace: str,
         service_name: str,
@@ -140,6 +141,16 @@ class WeftAlarms(Construct):
             t.dlq_messages,
             "An asynchronous invocation failed for good; inspect and redrive the queue.",
         )
+        if hint_dead_letter_queue is not None:
+            self._at_least(
+                "TimerHintDeadLetters",
+                hint_dead_letter_queue.metric_approximate_number_of_messages_visible(
+                    period=period, statistic="Maximum"
+                ),
+                t.dlq_messages,
+                "The timer worker kept failing on a hint; its timer still fires at the next "
+                "maintenance pass. Inspect the worker's logs, then purge or redrive the queue.",
+            )
 
         def engine_metric(name: str, handler: str, statistic: str) -> cloudwatch.Metric:
             return cloudwatch.Metric(
@@ -150,13 +161,17 @@ class WeftAlarms(Construct):
                 statistic=statistic,
             )
 
+        handlers = (
+            ("api", "maintenance", "timers") if hint_dead_letter_queue else ("api", "maintenance")
+        )
+
         def both_handlers(name: str) -> cloudwatch.MathExpression:
-            """The engine counts per handler; what matters is the sum over both."""
+            """The engine counts per handler; what matters is the sum over all of them (the
+            timer worker drives runs too)."""
             return cloudwatch.MathExpression(
-                expression="FILL(api, 0) + FILL(maintenance, 0)",
+                expression=" + ".join(f"FILL({handler}, 0)" for handler in handlers),
                 using_metrics={
-                    handler: engine_metric(name, handler, "Sum")
-                    for handler in ("api", "maintenance")
+                    handler: engine_metric(name, handler, "Sum") for handler in handlers
                 },
                 period=period,
                 label=name,

@@ -33,6 +33,7 @@ from weft_serverless_infra.api import WeftApi
 from weft_serverless_infra.functions import WeftFunction
 from weft_serverless_infra.http_api import WeftHttpApi
 from weft_serverless_infra.run_events import WeftRunEvents
+from weft_serverless_infra.timer_hints import WeftTimerHints
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _API_GATEWAY_TIMEOUT = Duration.seconds(29)
@@ -110,6 +111,10 @@ class WeftServerless(Construct):
             the X-Ray write actions it needs) and the REST API stage (X-Ray cannot trace an
             HTTP API). Export powertools' ``Tracer()`` as ``tracer`` from the workflows
             module to get a subsegment per drive and per activity attempt.
+        timer_hints: A due timer fires within about a second (ADR 0054): a hint queue
+            (encrypted, with a dead-letter queue and an alarm on it), the timer worker on an
+            SQS event source mapping, and ``WEFT_TIMER_HINTS_QUEUE_URL`` for every engine
+            function. Off, timers fire at the maintenance passes only.
 
     Attributes:
         table: The engine's DynamoDB table.
@@ -126,6 +131,8 @@ class WeftServerless(Construct):
         alarm_topic: The SNS topic every alarm notifies.
         alarms: CloudWatch alarms by id.
         run_events: The bus, grant and example rule (None without ``run_events``).
+        timer_hints: The hint queue, its dead-letter queue and the timer worker (None
+            without ``timer_hints``).
     """
 
     def __init__(
@@ -163,6 +170,7 @@ class WeftServerless(Construct):
         event_bus: events.IEventBus | None = None,
         tracing: bool = False,
         shards: Mapping[str, int] | None = None,
+        timer_hints: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         rate = maintenance_rate or Duration.minutes(1)
@@ -249,7 +257,25 @@ class WeftServerless(Construct):
             max_event_age=_event_age(rate),
             tracing=tracing,
         )
-        for fn in (api_fn, maintenance_fn):
+        engine_functions = [api_fn, maintenance_fn]
+        self.timer_hints: WeftTimerHints | None = None
+        if timer_hints:
+            self.timer_hints = WeftTimerHints(
+                self,
+                "TimerHints",
+                code=code,
+                environment=environment,
+                memory_mb=maintenance_memory_mb,
+                log_retention=log_retention,
+                removal_policy=removal_policy,
+                tracing=tracing,
+            )
+            engine_functions.append(self.timer_hints.worker)
+            for fn in engine_functions:
+                self.timer_hints.grant_send(fn)
+                for variable, value in self.timer_hints.environment.items():
+                    fn.function.add_environment(variable, value)
+        for fn in engine_functions:
             fn.grant_table(self.table)
             if offload_bucket is not None:
                 fn.grant_offload(offload_bucket, offload_prefix)
@@ -328,8 +354,8 @@ class WeftServerless(Construct):
                 notify=self.alarm_topic,
             )
             for variable, value in self.run_events.environment.items():
-                api_fn.function.add_environment(variable, value)
-                maintenance_fn.function.add_environment(variable, value)
+                for fn in engine_functions:
+                    fn.function.add_environment(variable, value)
         self.alarms = WeftAlarms(
             self,
             "Alarms",
@@ -339,6 +365,9 @@ class WeftServerless(Construct):
             maintenance_rate=rate,
             api_server_errors=server_errors,
             dead_letter_queue=self.dead_letter_queue,
+            hint_dead_letter_queue=(
+                self.timer_hints.dead_letter_queue if self.timer_hints is not None else None
+            ),
             topic=self.alarm_topic,
             metrics_namespace=metrics_namespace,
             service_name=service_name,

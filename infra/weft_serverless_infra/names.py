@@ -34,6 +34,9 @@ OWNERSHIP = "workflow-lease"
 
 API_HANDLER = "handlers.api.handler"
 MAINTENANCE_HANDLER = "handlers.maintenance.handler"
+TIMERS_HANDLER = "handlers.timers.handler"
+TIMER_HINTS_ENV = "WEFT_TIMER_HINTS_QUEUE_URL"
+"""The queue every engine function sends timer hints to (ADR 0054)."""
 RUNTIME_PACKAGES = ("weft_serverless", "handlers")
 """Top-level packages every asset folder holds besides the user's workflows."""
 

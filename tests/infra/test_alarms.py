@@ -37,7 +37,7 @@ class Alarm(NamedTuple):
     period: int
     threshold: int
     below: bool = False  # "fires when under the threshold", and missing data counts as under
-    summed: bool = False  # the sum of the api and maintenance handlers' series
+    summed: bool = False  # the sum of the api, maintenance and timer worker handlers' series
     at_once: bool = False  # fires on the first bad period (1 of 1), not M of N
 
 
@@ -117,6 +117,19 @@ def _alarms(synth: Synth, v: Variant) -> dict[str, Alarm]:
         "DeadLetters": Alarm(
             "ApproximateNumberOfMessagesVisible", "AWS/SQS", queue, "Maximum", period, limits["dlq"]
         ),
+        "TimerHintDeadLetters": Alarm(
+            "ApproximateNumberOfMessagesVisible",
+            "AWS/SQS",
+            [
+                {
+                    "Name": "QueueName",
+                    "Value": arn(synth.id(weft.timer_hints.dead_letter_queue), "QueueName"),
+                }
+            ],
+            "Maximum",
+            period,
+            limits["dlq"],
+        ),
         "WorkflowsFailed": Alarm(
             "WorkflowsFailed", ns, [], "Sum", period, limits["failed"], summed=True
         ),
@@ -166,12 +179,12 @@ def _summed(alarm: Alarm, service: str) -> list[dict[str, Any]]:
         }
 
     expression = {
-        "Expression": "FILL(api, 0) + FILL(maintenance, 0)",
+        "Expression": "FILL(api, 0) + FILL(maintenance, 0) + FILL(timers, 0)",
         "Id": "expr_1",
         "Label": alarm.metric,
         "ReturnData": True,
     }
-    return [expression, series("api"), series("maintenance")]
+    return [expression, series("api"), series("maintenance"), series("timers")]
 
 
 @pytest.mark.parametrize("variant", ["default", "custom", "http"])

@@ -21,19 +21,20 @@ DEFAULT_INVENTORY = {
     "AWS::ApiGateway::Resource": 9,
     "AWS::ApiGateway::RestApi": 1,
     "AWS::ApiGateway::Stage": 1,
-    "AWS::CloudWatch::Alarm": 12,  # EventsDeadLettered joined (ADR 0043)
+    "AWS::CloudWatch::Alarm": 13,  # TimerHintDeadLetters joined (ADR 0054)
     "AWS::DynamoDB::GlobalTable": 1,
     "AWS::Events::Rule": 4,  # 16 maintenance workers, at most 5 targets a rule
-    "AWS::IAM::Policy": 2,
-    "AWS::IAM::Role": 2,
+    "AWS::IAM::Policy": 3,
+    "AWS::IAM::Role": 3,
     "AWS::Lambda::EventInvokeConfig": 1,
-    "AWS::Lambda::Function": 2,
+    "AWS::Lambda::EventSourceMapping": 1,
+    "AWS::Lambda::Function": 3,
     "AWS::Lambda::Permission": 12,
-    "AWS::Logs::LogGroup": 3,
+    "AWS::Logs::LogGroup": 4,
     "AWS::SNS::Topic": 1,
     "AWS::SNS::TopicPolicy": 1,
-    "AWS::SQS::Queue": 1,
-    "AWS::SQS::QueuePolicy": 1,
+    "AWS::SQS::Queue": 3,
+    "AWS::SQS::QueuePolicy": 3,
 }
 
 
@@ -68,6 +69,7 @@ def test_acknowledged_findings_are_the_documented_ones(synthesis: Synthesis) -> 
         ("weft-custom/Weft/Http", "AwsSolutions-COG4"),
         ("weft-custom/Weft/Http", f"AwsSolutions-IAM4[{iam4}AmazonAPIGatewayPushToCloudWatchLogs]"),
         ("weft-custom/Weft/MaintenanceHandler/Role", f"AwsSolutions-IAM5[{objects}]"),
+        ("weft-custom/Weft/TimerHints/Worker/Role", f"AwsSolutions-IAM5[{objects}]"),
     ]
     http = synthesis.http
     http_api = http.id(http.weft.http_api)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from weft_serverless.aws.maintenance import PARALLEL_ENV
-from weft_serverless.aws.runtime import NEW_STORE_SHARDS_ENV, SHARDS_ENV
+from weft_serverless.aws.runtime import NEW_STORE_SHARDS_ENV, SHARDS_ENV, TIMER_HINTS_ENV
 from weft_serverless.storage.dynamodb_schema import (
     OFFLOAD_BUCKET_ENV,
     TABLE_NAME_ENV,
@@ -113,6 +113,7 @@ def _environment(synth: Synth, module: str, service: str, namespace: str) -> dic
         "WEFT_OWNERSHIP": "workflow-lease",
         "POWERTOOLS_SERVICE_NAME": service,
         "POWERTOOLS_METRICS_NAMESPACE": namespace,
+        TIMER_HINTS_ENV: ref(synth.id(synth.weft.timer_hints.queue)),
     }
 
 
@@ -153,7 +154,7 @@ def test_default_functions(synthesis: Synthesis) -> None:
         # a table the construct creates takes these; one created before keeps its own
         NEW_STORE_SHARDS_ENV: "timers=16,status=8,claims=16",
     }
-    synth.template.resource_count_is("AWS::Lambda::Function", 2)
+    synth.template.resource_count_is("AWS::Lambda::Function", 3)  # with the timer worker
     _function(
         synth,
         synth.weft.api_handler,
@@ -228,7 +229,12 @@ def test_log_groups_have_bounded_retention(synthesis: Synthesis, variant: str, d
     synth: Synth = getattr(synthesis, variant)
     groups = synth.of_type("AWS::Logs::LogGroup")
     weft = synth.weft
-    expected = {weft.api_handler.log_group, weft.maintenance_handler.log_group, weft.access_logs}
+    expected = {
+        weft.api_handler.log_group,
+        weft.maintenance_handler.log_group,
+        weft.timer_hints.worker.log_group,
+        weft.access_logs,
+    }
     assert set(groups) == {synth.id(g) for g in expected}
     policy = "Retain" if variant == "default" else "Delete"
     for group in groups.values():
@@ -247,14 +253,29 @@ def _expected_statements(synth: Synth, handler: Any, *, offload: bool) -> list[d
             "Resource": arn(synth.id(handler.log_group)),
         },
         {
+            # SendMessageBatch is authorised as SendMessage: hints, and (maintenance only,
+            # merged into the same statement) failed asynchronous invocations
             "Action": "sqs:SendMessage",
             "Effect": "Allow",
-            "Resource": arn(synth.id(synth.weft.dead_letter_queue)),
+            "Resource": arn(synth.id(synth.weft.timer_hints.queue)),
         },
         {"Action": TABLE_ACTIONS, "Effect": "Allow", "Resource": arn(synth.id(synth.weft.table))},
     ]
-    if handler is synth.weft.api_handler:
-        del statements[1]  # no dead-letter queue, so no right to send to one
+    if handler is synth.weft.timer_hints.worker:
+        # the event source mapping's consume grant, merged with the send on the same queue
+        statements[1]["Action"] = [
+            "sqs:ChangeMessageVisibility",
+            "sqs:DeleteMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
+            "sqs:ReceiveMessage",
+            "sqs:SendMessage",
+        ]
+    if handler is synth.weft.maintenance_handler:
+        statements[1]["Resource"] = [
+            arn(synth.id(synth.weft.dead_letter_queue)),
+            arn(synth.id(synth.weft.timer_hints.queue)),
+        ]
     if offload:
         statements.append(
             {
@@ -267,12 +288,13 @@ def _expected_statements(synth: Synth, handler: Any, *, offload: bool) -> list[d
 
 
 @pytest.mark.parametrize("variant", ["default", "custom"])
-@pytest.mark.parametrize("handler_name", ["api_handler", "maintenance_handler"])
+@pytest.mark.parametrize("handler_name", ["api_handler", "maintenance_handler", "worker"])
 def test_function_roles_hold_exactly_their_statements(
     synthesis: Synthesis, variant: str, handler_name: str
 ) -> None:
     synth: Synth = getattr(synthesis, variant)
-    handler = getattr(synth.weft, handler_name)
+    owner = synth.weft.timer_hints if handler_name == "worker" else synth.weft
+    handler = getattr(owner, handler_name)
     role_id = synth.id(handler.role)
     assert synth.props(handler.role) == {
         "AssumeRolePolicyDocument": LAMBDA_TRUST,
@@ -285,10 +307,8 @@ def test_function_roles_hold_exactly_their_statements(
     ]
     assert len(attached) == 1
     assert attached[0]["Roles"] == [ref(role_id)]
-    assert attached[0]["PolicyDocument"] == {
-        "Statement": _expected_statements(synth, handler, offload=variant == "custom"),
-        "Version": "2012-10-17",
-    }
+    expected = _expected_statements(synth, handler, offload=variant == "custom")
+    assert attached[0]["PolicyDocument"] == {"Statement": expected, "Version": "2012-10-17"}
 
 
 def test_no_grant_uses_a_bare_wildcard(synthesis: Synthesis) -> None:
@@ -431,7 +451,7 @@ def test_a_bad_worker_setting_fails_at_synth(options: dict[str, Any], said: str)
 def test_dead_letter_queue_is_encrypted_and_ssl_only(synthesis: Synthesis) -> None:
     synth = synthesis.default
     queue = synth.id(synth.weft.dead_letter_queue)
-    synth.template.resource_count_is("AWS::SQS::Queue", 1)
+    synth.template.resource_count_is("AWS::SQS::Queue", 3)  # with the hint queue and its DLQ
     synth.template.has_resource(
         "AWS::SQS::Queue",
         {

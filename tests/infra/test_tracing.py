@@ -71,12 +71,13 @@ def _of_type(template: Any, kind: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("api", ["rest", "http"])
-def test_both_functions_are_traced_with_the_xray_grant(traced: Any, api: str) -> None:
+def test_every_function_is_traced_with_the_xray_grant(traced: Any, api: str) -> None:
     template, _ = traced[api]
     functions = _of_type(template, "AWS::Lambda::Function").values()
-    assert [f["Properties"]["TracingConfig"] for f in functions] == [{"Mode": "Active"}] * 2
+    # the API, maintenance and timer worker functions
+    assert [f["Properties"]["TracingConfig"] for f in functions] == [{"Mode": "Active"}] * 3
     policies = _of_type(template, "AWS::IAM::Policy").values()
-    assert len(policies) == 2
+    assert len(policies) == 3
     for policy in policies:
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         assert statements.count(XRAY_STATEMENT) == 1
@@ -126,7 +127,7 @@ def test_the_acknowledged_wildcard_is_a_real_finding(
     assert findings == {
         ("AwsSolutions-IAM5[Resource::*]", f"weft-traced-{api}", handler)
         for api in ("rest", "http")
-        for handler in ("ApiHandler", "MaintenanceHandler")
+        for handler in ("ApiHandler", "MaintenanceHandler", "TimerHints")  # its Worker role
     }
 
 

@@ -1,8 +1,8 @@
 """Run the engine on AWS Lambda: an invocation scope and the handlers built on it.
 
-``handlers/api.py`` and ``handlers/maintenance.py`` are one line each on top of this
-package. Importing it is cheap: powertools and boto3 load when a handler is built or first
-invoked, never at ``import weft_serverless``. See ``docs/aws-runtime.md``.
+``handlers/api.py``, ``handlers/maintenance.py`` and ``handlers/timers.py`` are one line
+each on top of this package. Importing it is cheap: powertools and boto3 load when a handler
+is built or first invoked, never at ``import weft_serverless``. See ``docs/aws-runtime.md``.
 """
 
 from typing import Any
@@ -15,6 +15,7 @@ from weft_serverless.aws.route_types import Route
 from weft_serverless.aws.routes import ROUTES
 from weft_serverless.aws.runtime import build_engine, get_engine, load_workflows, reset_engine
 from weft_serverless.aws.scope import Invocation, lambda_invocation
+from weft_serverless.aws.timers import make_timer_hint_handler
 
 __all__ = [
     "ROUTES",
@@ -29,6 +30,7 @@ __all__ = [
     "load_workflows",
     "make_api_handler",
     "make_maintenance_handler",
+    "make_timer_hint_handler",
     "openapi_document",
     "reset_engine",
 ]

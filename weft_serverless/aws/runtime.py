@@ -20,6 +20,7 @@ from weft_serverless import (
     ConfigurationError,
     Engine,
     EventBridgeSink,
+    SqsTimerHints,
     WorkflowDefinition,
 )
 from weft_serverless.storage import Storage
@@ -36,6 +37,8 @@ NEW_STORE_SHARDS_ENV = "WEFT_NEW_STORE_SHARDS"
 """Shard counts for a table this deployment creates, written as ``WEFT_SHARDS``; a table
 created before keeps its own (``counts_for_new_store``). The construct's defaults come this
 way, so raising them never locks a deployed table out (ADR 0055). ``WEFT_SHARDS`` wins."""
+TIMER_HINTS_ENV = "WEFT_TIMER_HINTS_QUEUE_URL"
+"""The SQS queue timer hints go to (ADR 0054); unset: no hints, the sweep fires every timer."""
 DEFAULT_OWNERSHIP = "workflow-lease"
 
 _engine: Engine | None = None
@@ -89,7 +92,8 @@ def build_engine(
     container, and its optional ``tracer``), ownership from ``WEFT_OWNERSHIP`` (default
     workflow-lease), the events sink from ``WEFT_EVENT_BUS`` (every function writes the
     outbox; only the maintenance function publishes, so only it needs ``events:PutEvents``),
-    the shard counts from ``WEFT_SHARDS`` (refused when the table was created with others).
+    the shard counts from ``WEFT_SHARDS`` (refused when the table was created with others),
+    the timer hint queue from ``WEFT_TIMER_HINTS_QUEUE_URL``.
     Recovery is left to the maintenance schedule, so a cold start never drives other runs.
     """
     env = os.environ if environ is None else environ
@@ -111,6 +115,8 @@ def build_engine(
         if preferred is not None:
             counts = counts_for_new_store(storage, preferred, WORKFLOW_STATUSES)
             options["shards"] = counts.as_dict()
+    if env.get(TIMER_HINTS_ENV) and "timer_hints" not in options:
+        options["timer_hints"] = SqsTimerHints(env[TIMER_HINTS_ENV])
     if env.get(EVENT_BUS_ENV) and "events" not in options:
         options["events"] = EventBridgeSink(env[EVENT_BUS_ENV])
     return Engine.create(

@@ -20,6 +20,7 @@ from weft_serverless.engine.ownership import Timing
 from weft_serverless.engine.persistence.records import STATUSES, TERMINAL
 from weft_serverless.engine.process.activity_threads import MAX_PARALLEL_LIMIT
 from weft_serverless.engine.process.services import ServiceFactory
+from weft_serverless.engine.process.timer_hints import TimerHints
 from weft_serverless.errors import ConfigurationError, InvalidArgumentError, MissingServiceError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.identifiers import (
@@ -122,6 +123,18 @@ def check_tracer(tracer: object) -> Tracing | None:
     from weft_serverless.engine.process.tracing import adapt
 
     return adapt(tracer)
+
+
+def check_timer_hints(port: object) -> TimerHints | None:
+    """The engine's hint port (ADR 0054): something with ``send`` and a positive ``horizon``."""
+    if port is None:
+        return None
+    horizon = getattr(port, "horizon", None)
+    if not isinstance(port, TimerHints) or not isinstance(horizon, (int, float)) or horizon <= 0:
+        raise ConfigurationError(
+            "timer_hints must have send(hints) and a positive horizon in seconds"
+        )
+    return port
 
 
 def check_engine_options(

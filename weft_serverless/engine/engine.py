@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import functools
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from weft_serverless.engine import config, handle
 from weft_serverless.engine.bulk import request
@@ -37,6 +38,7 @@ from weft_serverless.engine.parts.schedules import Schedules
 from weft_serverless.engine.parts.starts import Starts
 from weft_serverless.engine.persistence.records import STATUSES
 from weft_serverless.engine.process.activity_threads import DEFAULT_MAX_PARALLEL
+from weft_serverless.engine.process.timer_hints import TimerHint, TimerHints
 from weft_serverless.engine.runs import event_log
 from weft_serverless.engine.runtime import (
     MAX_TIMERS_PER_PASS,
@@ -49,12 +51,28 @@ from weft_serverless.engine.schedules.handle import ScheduleHandle
 from weft_serverless.engine.schedules.manage import ScheduleDescription
 from weft_serverless.engine.schedules.spec import DEFAULT_CATCHUP_WINDOW
 from weft_serverless.engine.session import Session
+from weft_serverless.engine.timer_hints import TimerHintReport
 from weft_serverless.errors import ConfigurationError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage import shard_layout, shard_migration
 from weft_serverless.storage.base import Storage
 from weft_serverless.storage.shard_migration import DEFAULT_LONGEST_INVOCATION, ShardChange
 from weft_serverless.workflow import WorkflowDefinition
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _hinted(method: Callable[P, R]) -> Callable[P, R]:
+    """A call that may arm timers: their hints are sent in batches when it returns (ADR 0054)."""
+
+    @functools.wraps(method)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        engine: Engine = args[0]  # type: ignore[assignment]
+        with engine._rt.hints.scope():
+            return method(*args, **kwargs)
+
+    return call
 
 
 class Engine:
@@ -97,6 +115,7 @@ class Engine:
         tracer: Any = None,
         shards: Mapping[str, int] | None = None,
         shards_refresh: float = shard_layout.DEFAULT_REFRESH,
+        timer_hints: TimerHints | None = None,
     ) -> Engine:
         """Check every option, register workflows, then recover running ones (``recover``)."""
         config.check_registry(workflows)
@@ -125,6 +144,7 @@ class Engine:
             tracer=config.check_tracer(tracer),
             layout=shard_layout.open_layout(storage, requested, clock(), STATUSES),
             shard_refresh=refresh,
+            timer_hints=config.check_timer_hints(timer_hints),
         )
         rt.fence.bootstrap()
         engine = cls(rt)
@@ -135,6 +155,7 @@ class Engine:
 
     # -- starting runs, and reading one ----------------------------------------------------
 
+    @_hinted
     def start(
         self,
         workflow_type: str,
@@ -164,6 +185,7 @@ class Engine:
             ),
         )
 
+    @_hinted
     def start_or_signal(
         self,
         workflow_type: str,
@@ -212,12 +234,14 @@ class Engine:
 
     # -- talking to a run: signals, updates, queries ---------------------------------------
 
+    @_hinted
     def signal(
         self, workflow_id: str, name: str, payload: Any = None, *, signal_id: str | None = None
     ) -> None:
         """Deliver a signal (buffered until the workflow waits for it); a repeated id is a no-op."""
         self._interactions.signal(workflow_id, name, payload, signal_id)
 
+    @_hinted
     def update(
         self,
         workflow_id: str,
@@ -236,26 +260,32 @@ class Engine:
 
     # -- the operator's moves on a run, and recovery ---------------------------------------
 
+    @_hinted
     def cancel(self, workflow_id: str) -> None:
         """Cancel a run; its ``result()`` then raises ``WorkflowCancelledError``."""
         self._control.cancel(workflow_id)
 
+    @_hinted
     def suspend(self, workflow_id: str) -> None:
         """Pause a run until ``resume``; timers that fall due meanwhile are re-armed then."""
         self._control.suspend(workflow_id)
 
+    @_hinted
     def resume(self, workflow_id: str) -> str:
         """Resume a suspended run, or drive a running one now; returns its status after."""
         return self._control.resume(workflow_id)
 
+    @_hinted
     def retry(self, workflow_id: str) -> None:
         """Re-run a failed workflow from its last good step (the failed step runs again)."""
         self._control.retry(workflow_id)
 
+    @_hinted
     def purge(self, workflow_id: str) -> None:
         """Delete a finished run now (its idempotency key stays taken); see ``retention``."""
         self._control.purge(workflow_id)
 
+    @_hinted
     def recover_all(self) -> int:
         """Drive every running workflow from its stored history; returns how many."""
         return self._control.recover_all()
@@ -273,16 +303,19 @@ class Engine:
 
     # -- activities completed outside the engine -------------------------------------------
 
+    @_hinted
     def complete_activity(self, token: str, result: Any = None) -> None:
         """Complete an async activity with ``result`` (single use) and resume its workflow."""
         self._activities.complete(token, result)
 
+    @_hinted
     def fail_activity(self, token: str, error: BaseException | str) -> None:
         """Fail an async activity attempt; the activity's retry policy decides what follows."""
         self._activities.fail(token, error)
 
     # -- schedules -------------------------------------------------------------------------
 
+    @_hinted
     def schedule(
         self,
         schedule_id: str,
@@ -323,6 +356,7 @@ class Engine:
 
     # -- bulk operations on the runs a filter matches (ADR 0031) ---------------------------
 
+    @_hinted
     def cancel_all(
         self,
         *,
@@ -339,6 +373,7 @@ class Engine:
             request.CANCEL, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
+    @_hinted
     def signal_all(
         self,
         name: str,
@@ -366,6 +401,7 @@ class Engine:
             payload,
         )
 
+    @_hinted
     def retry_failed_all(
         self,
         *,
@@ -382,6 +418,7 @@ class Engine:
             request.RETRY, filters, dry_run, confirm, reason, actor, caller, page_size
         )
 
+    @_hinted
     def resume_bulk(self, operation_id: str) -> BulkOperation:
         """Carry a stored operation on from its cursor (a no-op once completed)."""
         return self._bulk.resume(operation_id)
@@ -409,6 +446,7 @@ class Engine:
         with invocation_scope(self._rt, time_left, deadline, step_reserve, heartbeat):
             yield self
 
+    @_hinted
     def run_maintenance(
         self,
         now: float | None = None,
@@ -464,6 +502,13 @@ class Engine:
             if change.done or not wait or change.next_at is None:
                 return change
             pause(max(0.0, change.next_at - now))
+
+    @_hinted
+    def fire_timer_hints(
+        self, hints: Sequence[TimerHint], *, wait: Callable[[float], None] = time.sleep
+    ) -> TimerHintReport:
+        """Fire the due timers ``hints`` name (the stored timer decides; ADR 0054)."""
+        return self._session.fire_hints(hints, wait)
 
     def close(self) -> None:
         """Stop background work; the storage stays open (it belongs to the caller)."""

@@ -131,16 +131,14 @@ def _settle(
         if outcome is None:  # the budget ran out before this run's turn
             report.cut_short = True
             continue
-        if outcome in (RETAIN, BUSY, DEPOSED, "error"):
-            # Owned elsewhere, busy here, or failed: keep them so a later pass fires them.
+        if outcome in KEPT:
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
             retained += [(key, workflow_id, kind, backoffs[key]) for key, _, kind in timers]
             continue
         if outcome != COLLECT:
             report.workflows_driven += 1
-        delete_fenced(rt, [key for key, _, _ in timers])  # fenced under ``lease``
+        _collect(rt, timers)
         report.timers_fired += len(timers)
-        rt.metrics.timers_fired += len(timers)
         report.max_lateness = max(report.max_lateness, *(now - d for _, d, _ in timers))
     return retained
 
@@ -305,6 +303,35 @@ class _Actions:
             return self._budget.exhausted() or self._rt.low_on_time(None)
 
         bulk.advance(self._rt, operation_id, stop, lambda _: None, lambda: None)
+
+
+KEPT = (RETAIN, BUSY, DEPOSED, "error")
+"""Outcomes that leave a run's timers stored: owned elsewhere, busy here, or failed."""
+
+
+def fire_run_timers(
+    rt: Runtime,
+    dispatcher: Dispatcher,
+    workflow_id: str,
+    timers: list[tuple[Key, float, str]],
+    budget: Budget,
+) -> str:
+    """Fire one run's due ``timers`` (key, due, kind) and then delete them, fenced; returns
+    how the firing ended. The sweep and a timer hint both fire through here, so a hint racing
+    the sweep does what a second pass would: drives are fenced, deletes idempotent. An
+    outcome in ``KEPT`` deletes nothing, for a later pass."""
+    outcome = _fire(rt, dispatcher, workflow_id, {kind for _, _, kind in timers}, budget)
+    if outcome in KEPT:
+        return outcome
+    _collect(rt, timers)
+    return outcome
+
+
+def _collect(rt: Runtime, timers: Due) -> None:
+    """Delete a fired run's timers, fenced under ``lease``, and count them. A parallel pass
+    calls this on its own thread only (``_settle``), so the counters are never shared."""
+    delete_fenced(rt, [key for key, _, _ in timers])
+    rt.metrics.timers_fired += len(timers)
 
 
 def _fire(

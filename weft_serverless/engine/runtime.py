@@ -42,6 +42,7 @@ from weft_serverless.engine.process.parked_runs import ParkedRuns
 from weft_serverless.engine.process.running_attempts import RunningAttempts
 from weft_serverless.engine.process.services import ServiceFactory, Services
 from weft_serverless.engine.process.telemetry import Metrics, logger
+from weft_serverless.engine.process.timer_hints import HintOutbox, TimerHints
 from weft_serverless.errors import PayloadTooLargeError
 from weft_serverless.event_sink import EventSink
 from weft_serverless.storage.base import Storage
@@ -213,6 +214,8 @@ class Runtime:
     # The store's shard layout, read when the engine opened it and again before any index
     # write or read once the copy is ``refresh`` old (ADR 0050).
     layout: LiveShards = field(default_factory=LiveShards.fixed)
+    # Hints of timers armed soon, sent after their commit (ADR 0054; no port: nothing sent).
+    hints: HintOutbox = field(default_factory=lambda: HintOutbox(None, time.time, Metrics()))
 
     @property
     def closed(self) -> bool:
@@ -292,6 +295,7 @@ def assemble(
     tracer: Tracing | None = None,
     layout: ShardLayout | None = None,
     shard_refresh: float = DEFAULT_REFRESH,
+    timer_hints: TimerHints | None = None,
 ) -> Runtime:
     """Build a runtime in one go: its parts first, then the ownership mode on them.
 
@@ -338,6 +342,7 @@ def assemble(
         events=events,
         tracer=tracer,
         layout=live,
+        hints=HintOutbox(timer_hints, engine_time.now, metrics),
     )
 
 

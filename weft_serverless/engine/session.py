@@ -10,13 +10,15 @@ through the same queue.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 
-from weft_serverless.engine import teardown
+from weft_serverless.engine import teardown, timer_hints
 from weft_serverless.engine.background import BackgroundDriver
 from weft_serverless.engine.config import check_id, check_positive_int, check_share
 from weft_serverless.engine.drive.dispatch import Dispatcher
 from weft_serverless.engine.maintenance import MaintenanceReport, run_maintenance
 from weft_serverless.engine.persistence.records import RUNNING, STATUSES, SUSPENDED
+from weft_serverless.engine.process.timer_hints import TimerHint, send
 from weft_serverless.engine.runs import admission, control
 from weft_serverless.engine.runtime import Budget, Runtime, logger
 from weft_serverless.engine.visibility import listing
@@ -33,6 +35,9 @@ class Session:
         self.rt = rt
         self.dispatcher = Dispatcher(rt)
         self.background: BackgroundDriver | None = None
+        # Where the last pass's re-hint stopped, per share: a warm container may be handed
+        # another worker's share by the next tick, whose window it has not hinted.
+        self._hinted_until: dict[Share, float] = {}
         if rt.background_tasks == "automatic":
             self.background = BackgroundDriver(rt, self.dispatcher)
 
@@ -142,10 +147,26 @@ class Session:
         parallel = check_positive_int(parallel_fires, "parallel_fires")
         deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
         budget = Budget(deadline, max_timers=cap)
-        report = run_maintenance(
-            self.rt, self.dispatcher, now, budget, Share(worker, workers), parallel
-        )
+        shards = Share(worker, workers)
+        report = run_maintenance(self.rt, self.dispatcher, now, budget, shards, parallel)
+        if self.rt.hints.port is not None and not budget.exhausted():
+            hinted, self._hinted_until[shards] = timer_hints.rehint(
+                self.rt, report.now, self._hinted_until.get(shards), shards
+            )
+            report.parts["timers_hinted"] = hinted
         self.settle()
+        return report
+
+    def fire_hints(
+        self, hints: Sequence[TimerHint], wait: Callable[[float], None]
+    ) -> timer_hints.TimerHintReport:
+        """Fire what ``hints`` name; those not due yet go back to this engine's hint port."""
+        self.check_open()
+        report = timer_hints.fire_hints(self.rt, self.dispatcher, hints, wait)
+        self.settle()
+        port = self.rt.hints.port
+        if port is not None and report.resend:
+            send(port, [hint for hint, _ in report.resend], self.rt.metrics)
         return report
 
     def wait_for_change(self, remaining: float | None) -> None:

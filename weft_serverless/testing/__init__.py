@@ -18,6 +18,7 @@ from typing import Any
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.handle import WorkflowDescription, WorkflowHandle, WorkflowSummary
 from weft_serverless.engine.maintenance import MaintenanceReport
+from weft_serverless.engine.process.timer_hints import TimerHint
 from weft_serverless.storage.base import (
     Capabilities,
     ClockOffset,
@@ -36,6 +37,7 @@ __all__ = [
     "DelegatingStorage",
     "MockActivity",
     "MotoDynamoDB",
+    "RecordingTimerHints",
     "SimulatedCrash",
     "TestEngine",
     "VirtualClock",
@@ -177,6 +179,27 @@ class MockActivity:
         if self.impl is not None:
             return self.impl(arg)
         return self.returns
+
+
+class RecordingTimerHints:
+    """A timer hint port that keeps what it is sent (``failing``: every send raises)."""
+
+    def __init__(self, horizon: float = 900.0, *, failing: bool = False) -> None:
+        self.horizon = horizon
+        self.failing = failing
+        self.sent: list[TimerHint] = []
+        self.batches: list[int] = []
+
+    def send(self, hints: Sequence[TimerHint]) -> None:
+        if self.failing:
+            raise ConnectionError("hint queue unreachable")
+        self.batches.append(len(hints))
+        self.sent.extend(hints)
+
+    def take(self) -> list[TimerHint]:
+        """The hints sent since the last ``take``, as a worker would receive them."""
+        taken, self.sent = self.sent, []
+        return taken
 
 
 class TestEngine:

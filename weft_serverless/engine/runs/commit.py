@@ -33,10 +33,16 @@ class LostCommit(Exception):
 
 
 def _send(rt: Runtime, conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
-    """The fence choice: a conditional batch when there is a condition, a plain one if not."""
+    """The fence choice: a conditional batch when there is a condition, a plain one if not.
+
+    Every batch the engine writes passes here, so this is where the timers it armed are
+    hinted (ADR 0054): after the batch landed, never before."""
     if conditions:
-        return rt.storage.conditional_batch(conditions, ops)
-    rt.storage.batch(ops)
+        if not rt.storage.conditional_batch(conditions, ops):
+            return False
+    else:
+        rt.storage.batch(ops)
+    rt.hints.committed(ops)
     return True
 
 
@@ -222,6 +228,7 @@ def delete_fenced(rt: Runtime, doomed: Sequence[Key]) -> None:
     fence = rt.fence.external_conditions()
     if not fence:
         rt.storage.delete_many(doomed)
+        rt.hints.deleted(doomed)
         return
     size = rt.storage.capabilities().max_batch_ops - len(fence)
     for start in range(0, len(doomed), size):

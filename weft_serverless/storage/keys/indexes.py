@@ -58,6 +58,15 @@ def timer_due_of(sort: str) -> float:
     return int(sort.split("#", 1)[0]) / 1000.0
 
 
+def timer_owner_of(sort: str) -> str:
+    """The id a timer's sort key names (a run's, a schedule's, a gate's, an operation's)."""
+    return dec(sort.split("#", 2)[1])
+
+
+def is_timer_partition(partition: str) -> bool:
+    return partition.startswith("timers#")
+
+
 def timer_moved(key: Key, due: float) -> Key:
     """The same timer (shard, workflow, tag) due at ``due`` instead."""
     return Key(key.partition, f"{math.ceil(due * 1000):016d}#{key.sort.split('#', 1)[1]}")
