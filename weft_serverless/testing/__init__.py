@@ -130,16 +130,19 @@ class CrashingStorage(DelegatingStorage):
         self.crash_after_write = crash_after_write
         self.writes = 0
         self.crashed = False
+        self._numbering = threading.Lock()
 
     def _write(self, apply: Callable[[], bool]) -> bool:
-        self.writes += 1
-        if self.crash_before_write == self.writes:
+        with self._numbering:  # writes sent side by side (ADR 0057) each get their own number
+            self.writes += 1
+            number = self.writes
+        if self.crash_before_write == number:
             self.crashed = True
-            raise SimulatedCrash(f"crash before write {self.writes}")
+            raise SimulatedCrash(f"crash before write {number}")
         ok = apply()
-        if self.crash_after_write == self.writes:
+        if self.crash_after_write == number:
             self.crashed = True
-            raise SimulatedCrash(f"crash after write {self.writes}")
+            raise SimulatedCrash(f"crash after write {number}")
         return ok
 
     def _batch(self, ops: Sequence[Op]) -> None:
