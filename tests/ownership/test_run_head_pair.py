@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from typing import Any, Literal
 
 import pytest
+from fault_support import FlakyStorage
 from ownership_support import (
     GRACE,
     TTL,
@@ -75,9 +76,13 @@ class OrderedOverlap(Overlap):
 
     def send(self, job: Callable[[], None]) -> Future[None]:
         if self.first == "write-out":
-            job()  # a crash here is the owner's own thread dying
             done: Future[None] = Future()
-            done.set_result(None)
+            try:
+                job()  # a crash here (not an Exception) is the owner's own thread dying
+            except Exception as error:
+                done.set_exception(error)
+            else:
+                done.set_result(None)
             return done
         return _Deferred(job, self._once)
 
@@ -283,3 +288,20 @@ def test_a_head_written_before_the_second_record_reads_as_it_did() -> None:
     assert decode(head.to_bytes()) == {"e": 3, "f": 1, "s": keys.step_slot(0), "r": record}
     assert Head.from_bytes(head.to_bytes()).prior_slot is None
     assert Head.from_bytes(head.to_bytes()).inline() == [(keys.step_slot(0), record)]
+
+
+@pytest.mark.parametrize("first", ["head", "write-out"])
+def test_a_write_out_that_fails_beside_the_head_put_is_sent_again_before_the_next_step(
+    storage_factory: Opener, first: Order
+) -> None:
+    """The write-out of step a fails with a transient error (nothing applied) while the head
+    put beside it lands: the step is not over until the write-out is sent again and lands,
+    so the next head, which no longer carries a, never leaves it in no item."""
+    flaky = FlakyStorage(storage_factory())
+    written_out = keys.op_key("w", keys.step_slot(0))
+    flaky.fail_once(lambda ops: len(ops) == 1 and ops[0].key == written_out)
+    engine = pair_engine(flaky, three_steps(Calls()), "e1", VirtualClock(), first)
+    assert engine.start("flow", 1, id="w").result() == 4
+    assert flaky.failures == 1
+    stored = dict(storage_factory().scan(keys.workflow_partition("w"), keys.OP_PREFIX))
+    assert sorted(stored) == [keys.OP_PREFIX + keys.step_slot(n) for n in range(3)]
