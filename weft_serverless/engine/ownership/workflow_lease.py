@@ -392,6 +392,7 @@ class WorkflowLease(Takeover):
             with claim.lock:
                 if self.claims.get(workflow_id) is not claim:
                     continue
+                _settle_sending(claim)  # nothing of the run stays in flight past its release
                 try:
                     self.host.write(
                         [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
@@ -450,6 +451,15 @@ def _answered(sending: Future[None]) -> bool:
     except StorageError:
         return False
     return True
+
+
+def _settle_sending(claim: Claim) -> None:
+    """Wait for the claim's write-out in flight, if any: landed, its step needs no other;
+    failed, the step stays in the head for the next owner to write out."""
+    with claim.writes:
+        sending, claim.sending = claim.sending, None
+        if sending is not None and _answered(sending[1]):
+            claim.unwritten = tuple(step for step in claim.unwritten if step is not sending[0])
 
 
 def _same(a: Unwritten, b: Unwritten) -> bool:
