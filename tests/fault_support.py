@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Put, Storage
@@ -46,6 +47,18 @@ class FlakyStorage(CrashingStorage):
 
 
 def step_commit(workflow_id: str, step: int) -> Match:
-    """Matches the write committing top-level step ``step`` (counted from 1) of a workflow."""
-    key = keys.op_key(workflow_id, keys.step_slot(step - 1))
-    return lambda ops: any(isinstance(op, Put) and op.key == key for op in ops)
+    """Matches the write committing top-level step ``step`` (counted from 1) of a workflow:
+    a put of its op record, or, on a run with a head (ADR 0037), the head put that carries
+    it as the newest step (its write-out, which may travel after the head put and is sent
+    again when it fails, ADR 0057, commits nothing)."""
+    slot = keys.step_slot(step - 1)
+    key, head = keys.op_key(workflow_id, slot), keys.owner_head_key(workflow_id)
+
+    def match(ops: Sequence[Op]) -> bool:
+        return any(
+            isinstance(op, Put)
+            and (op.key == key or (op.key == head and Head.from_bytes(op.value).slot == slot))
+            for op in ops
+        )
+
+    return match

@@ -469,13 +469,19 @@ def test_resume_of_a_workflow_held_elsewhere_raises_claim_unavailable(
 
 
 class FailsStepCommitsOnce(RecordingStorage):
-    """Raises a transient ``StorageUnavailableError`` on the first step commit, once."""
+    """Raises a transient ``StorageUnavailableError`` on the first step commit, once: a put
+    of an op record, or a head put carrying a step (ADR 0037)."""
 
     failures = 1
 
     def _conditional_batch(self, conditions: Any, ops: Any) -> bool:
         if self.failures and any(
-            isinstance(op, Put) and op.key.sort.startswith(keys.OP_PREFIX) for op in ops
+            isinstance(op, Put)
+            and (
+                op.key.sort.startswith(keys.OP_PREFIX)
+                or (op.key.sort == keys.OWNER_HEAD and Head.from_bytes(op.value).slot)
+            )
+            for op in ops
         ):
             self.failures -= 1
             raise StorageUnavailableError("transient: the request timed out before sending")

@@ -65,6 +65,10 @@ class Capabilities:
     False where each item of a batch is billed extra (a DynamoDB transaction bills every
     item twice, where two single-item puts bill each once): there, separate writes stay
     cheaper, and the engine sends them apart."""
+    concurrent_requests: bool = False
+    """Each request is a network round trip, and several may be in flight at once: the engine
+    sends independent writes side by side rather than one after the other (ADR 0057). False
+    where a request costs no wait worth overlapping (memory, a local SQLite file)."""
 
 
 @dataclass(frozen=True, slots=True)

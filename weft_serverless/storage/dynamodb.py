@@ -147,6 +147,7 @@ class DynamoDBStorage(Storage):
             conditional_batch=True,
             atomic_batch=True,
             persistence="remote",
+            concurrent_requests=True,
         )
 
     @classmethod

@@ -132,10 +132,12 @@ class CrashingStorage(DelegatingStorage):
         self.crash_after_write = crash_after_write
         self.writes = 0
         self.crashed = False
-        self._count_lock = threading.Lock()
+        self._numbering = threading.Lock()
 
     def _write(self, apply: Callable[[], bool]) -> bool:
-        with self._count_lock:  # a parallel pass writes from several threads
+        # A parallel pass writes from several threads (ADR 0055), and a step's write-out
+        # travels beside its head put (ADR 0057): each write gets its own number.
+        with self._numbering:
             self.writes += 1
             number = self.writes
         if self.crash_before_write == number:

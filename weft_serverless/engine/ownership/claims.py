@@ -9,6 +9,7 @@ claims this engine holds and builds, takes and drops them; ``Takeover`` (mainten
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -53,9 +54,11 @@ class Claim:
     landed: bool = False
     awaiting: frozenset[str] = frozenset()
     head: bytes | None = None
-    unwritten: Unwritten | None = None
+    unwritten: tuple[Unwritten, ...] = ()
+    sending: tuple[Unwritten, Future[None]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Serialises the head and its write-out (a heartbeat's commit flushes from its thread).
+    # Serialises the head and its write-out (a heartbeat's commit flushes from its thread): a
+    # write-out in flight is waited for under it before anything relies on it.
     writes: threading.RLock = field(default_factory=threading.RLock)
 
 

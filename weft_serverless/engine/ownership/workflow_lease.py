@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 
 from weft_serverless.codec import decode
@@ -24,7 +25,8 @@ from weft_serverless.engine.ownership.base import (
     stored_owner,
     unpack_epoch,
 )
-from weft_serverless.engine.ownership.claims import OwnerRecords, release_ops, rotation
+from weft_serverless.engine.ownership.claims import Claim, OwnerRecords, release_ops, rotation
+from weft_serverless.engine.ownership.in_flight import Overlap
 from weft_serverless.engine.ownership.takeover import Takeover
 from weft_serverless.engine.persistence.records import (
     RUNNING,
@@ -33,7 +35,7 @@ from weft_serverless.engine.persistence.records import (
     History,
     WorkflowState,
 )
-from weft_serverless.engine.persistence.run_head import Head, Unwritten
+from weft_serverless.engine.persistence.run_head import Head, Unwritten, pairs
 from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import (
@@ -48,8 +50,13 @@ from weft_serverless.storage.base import Condition, Op, Put
 class WorkflowLease(Takeover):
     mode: Mode = "workflow-lease"
 
+    overlap: Overlap | None = None
+    """Sends a write-out beside the head put (ADR 0057); None where requests do not overlap."""
+
     def bootstrap(self) -> None:
         self.heads = establish_mode(self.host, self.mode) == HEAD_LAYOUT
+        if self.host.storage.capabilities().concurrent_requests and self.overlap is None:
+            self.overlap = Overlap()  # its threads start at the first write-out, not here
 
     def needs_claim(self, workflow_id: str) -> bool:
         return workflow_id not in self.claims
@@ -89,7 +96,14 @@ class WorkflowLease(Takeover):
         if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
             raise EngineDeposedError(workflow_id)
         with claim.writes:
-            claim.head, claim.unwritten = head, history.unwritten
+            sending = claim.sending
+            claim.head, claim.unwritten = (
+                head,
+                tuple(
+                    sending[0] if sending is not None and _same(sending[0], step) else step
+                    for step in history.unwritten
+                ),
+            )  # a write-out still in flight from this claim's last step is waited for, not resent
 
     def commit_epoch(self, workflow_id: str) -> int | None:
         claim = self.claims.get(workflow_id)
@@ -105,16 +119,21 @@ class WorkflowLease(Takeover):
         expected: bytes | None,
         blob: Put | None = None,
     ) -> bool:
-        """One conditional put of the head, carrying the step inline, after the previous
-        inline step is written out: the step's whole commit (ADR 0037).
+        """One conditional put of the head, carrying the step inline, with the previous
+        inline step written out: the step's whole commit (ADR 0037).
 
         On a store whose batches cost one commit however many items they hold (SQLite), the
         write-out, the blob and the head put go as one batch under both their conditions
         (ADR 0051): one commit per step where the separate writes cost three. The stored
         items are the same as the separate writes leave, so the reader rule and the layout
         do not change. Refused, the batch lands nothing, and the step is committed as on
-        any other store: the write-out alone (which settles a changed slot by reading it
-        back), then the head put, refused in turn if the head has moved.
+        any other store.
+
+        On a store where each request is a round trip (DynamoDB), the write-out starts as
+        soon as the head that carries its step landed, and when both records fit in one head
+        the next head carries the step before too, so its put need not wait for the
+        write-out: the two travel side by side and the step waits for one round trip (ADR
+        0057). The step ends when both have answered.
         """
         claim = self.claims.get(workflow_id)
         if claim is None or claim.head is None:
@@ -127,46 +146,79 @@ class WorkflowLease(Takeover):
                 conditions.append(Condition(key, claim.head))
                 ops.append(Put(key, new))
                 if self.host.write(conditions, ops):
-                    claim.head, claim.unwritten = new, Unwritten(slot, record, expected)
+                    claim.head, claim.unwritten = new, (Unwritten(slot, record, expected),)
                     return True
-                if claim.unwritten is None:  # the head alone was conditioned: it moved
+                if not claim.unwritten:  # the head alone was conditioned: it moved
                     return False
-        self.flush(workflow_id)
-        if blob is not None:  # a plain put: landing without its head, it is named by nothing
-            self.host.write([], [blob])
         with claim.writes:
-            new = Head.from_bytes(claim.head).with_step(slot, record)
-            if not self.host.write([Condition(key, claim.head)], [Put(key, new)]):
+            prior = self._rider(claim, slot, record)
+            if prior is None:
+                self.flush(workflow_id)
+            else:
+                self._send(workflow_id, claim, prior)
+            if blob is not None:  # a plain put: landing without its head, it is named by nothing
+                self.host.write([], [blob])
+            new = Head.from_bytes(claim.head).with_step(slot, record, prior)
+            landed = self.host.write([Condition(key, claim.head)], [Put(key, new)])
+            if prior is not None:  # the write-out beside the head put has answered too
+                self.flush(workflow_id)
+            if not landed:
                 return False
-            claim.head, claim.unwritten = new, Unwritten(slot, record, expected)
+            step = Unwritten(slot, record, expected)
+            claim.head, claim.unwritten = new, (step,)
+            if self.overlap is not None:  # overlaps the next step's own work
+                self._send(workflow_id, claim, step)
         return True
 
+    def _rider(self, claim: Claim, slot: str, record: bytes) -> Unwritten | None:
+        """The unwritten step the next head may carry beside the new one, so that its
+        write-out need not land first: only where requests overlap, and only when both
+        records fit in one head."""
+        if self.overlap is None or len(claim.unwritten) != 1:
+            return None
+        step = claim.unwritten[0]
+        return step if step.slot != slot and pairs(record, step.record) else None
+
+    def _send(self, workflow_id: str, claim: Claim, step: Unwritten) -> None:
+        """Start the write-out of ``step`` on its own thread, unless it is in flight already;
+        ``flush`` waits for it."""
+        if self.overlap is None or (claim.sending is not None and claim.sending[0] is step):
+            return
+        claim.sending = (step, self.overlap.send(lambda: self._write_out(workflow_id, step)))
+
     def flush(self, workflow_id: str) -> None:
-        """Write the inline step out to its own item, before anything else is written: a
-        slot is put on what it held when read, so a write-out never replaces a newer item
-        (a tombstone, or a later owner's copy); the same bytes already there are success."""
+        """Write the inline steps out to their own items, before anything else is written:
+        a slot is put on what it held when read, so a write-out never replaces a newer item
+        (a tombstone, or a later owner's copy); the same bytes already there are success. A
+        write-out in flight is waited for; failed, it is sent again here."""
         claim = self.claims.get(workflow_id)
-        if claim is None or claim.unwritten is None:
+        if claim is None or not claim.unwritten:
             return
         with claim.writes:
-            step = claim.unwritten
-            if step is None:
+            while claim.unwritten:
+                step, sending = claim.unwritten[0], claim.sending
+                if sending is not None and sending[0] is step:
+                    claim.sending = None
+                    if not _answered(sending[1]):
+                        self._write_out(workflow_id, step)
+                else:
+                    self._write_out(workflow_id, step)
+                claim.unwritten = claim.unwritten[1:]
+
+    def _write_out(self, workflow_id: str, step: Unwritten) -> None:
+        key = keys.op_key(workflow_id, step.slot)
+        expected = step.expected
+        for _ in range(WRITE_OUT_ATTEMPTS):
+            if self.host.write([Condition(key, expected)], [Put(key, step.record)]):
                 return
-            key = keys.op_key(workflow_id, step.slot)
-            expected = step.expected
-            for _ in range(WRITE_OUT_ATTEMPTS):
-                if self.host.write([Condition(key, expected)], [Put(key, step.record)]):
-                    break
-                found = self.host.storage.get(key)
-                if found == step.record or (found is not None and _newer(found, step)):
-                    break
-                expected = found
-            else:
-                raise StorageError(
-                    f"step {step.slot} of workflow {workflow_id!r} could not be written out "
-                    "(its slot kept changing); the next drive writes it out again"
-                )
-            claim.unwritten = None
+            found = self.host.storage.get(key)
+            if found == step.record or (found is not None and _newer(found, step)):
+                return
+            expected = found
+        raise StorageError(
+            f"step {step.slot} of workflow {workflow_id!r} could not be written out "
+            "(its slot kept changing); the next drive writes it out again"
+        )
 
     def before_activity(self, workflow_id: str) -> None:
         """Run an activity only on a claim this engine's clock says is live.
@@ -340,6 +392,7 @@ class WorkflowLease(Takeover):
             with claim.lock:
                 if self.claims.get(workflow_id) is not claim:
                     continue
+                _settle_sending(claim)  # nothing of the run stays in flight past its release
                 try:
                     self.host.write(
                         [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
@@ -353,6 +406,8 @@ class WorkflowLease(Takeover):
 
     def close(self) -> None:
         self.release_parked()
+        if self.overlap is not None:
+            self.overlap.close()
 
     def held_elsewhere(self, workflow_id: str) -> bool:
         holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
@@ -372,20 +427,43 @@ WRITE_OUT_ATTEMPTS = 3
 
 
 def _folded(
-    workflow_id: str, step: Unwritten | None, blob: Put | None
+    workflow_id: str, steps: tuple[Unwritten, ...], blob: Put | None
 ) -> tuple[list[Condition], list[Op]]:
-    """What a step's one batch writes before its head: the inline step before it, written
-    out on what its slot held when read (as ``flush`` writes it), and the blob the new step
-    names (unconditioned, as it is put alone)."""
+    """What a step's one batch writes before its head: the inline steps before it, written
+    out on what their slots held when read (as ``flush`` writes them), and the blob the new
+    step names (unconditioned, as it is put alone)."""
     conditions: list[Condition] = []
     ops: list[Op] = []
-    if step is not None:
+    for step in steps:
         item = keys.op_key(workflow_id, step.slot)
         conditions.append(Condition(item, step.expected))
         ops.append(Put(item, step.record))
     if blob is not None:
         ops.append(blob)
     return conditions, ops
+
+
+def _answered(sending: Future[None]) -> bool:
+    """Wait for a write-out in flight: True when it landed (or found its slot settled), False
+    when it failed with a storage error, so the caller sends it again."""
+    try:
+        sending.result()
+    except StorageError:
+        return False
+    return True
+
+
+def _settle_sending(claim: Claim) -> None:
+    """Wait for the claim's write-out in flight, if any: landed, its step needs no other;
+    failed, the step stays in the head for the next owner to write out."""
+    with claim.writes:
+        sending, claim.sending = claim.sending, None
+        if sending is not None and _answered(sending[1]):
+            claim.unwritten = tuple(step for step in claim.unwritten if step is not sending[0])
+
+
+def _same(a: Unwritten, b: Unwritten) -> bool:
+    return (a.slot, a.record) == (b.slot, b.record)
 
 
 def _newer(found: bytes, step: Unwritten) -> bool:

@@ -173,7 +173,7 @@ class History:
     # step when it is not written out yet (engine/persistence/run_head.py).
     head: bytes | None = None
     void_ops: dict[str, bytes] = field(default_factory=dict)
-    unwritten: run_head.Unwritten | None = None
+    unwritten: tuple[run_head.Unwritten, ...] = ()
     blobs: dict[str, bytes] = field(default_factory=dict)  # large op records, by slot#digest
     # Sort keys of records an earlier run (before a continue_as_new) left: never replayed,
     # deleted by the next drive (see engine/runs/continuation.py).
@@ -245,8 +245,9 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
     if h.head is not None:
         h.void_ops, h.unwritten = run_head.settle(h.head, h.ops, h.replayed)
-        if h.unwritten is not None and h.unwritten.expected is None:  # no item in the scan
-            slotted.append((keys.OP_PREFIX + h.unwritten.slot, h.unwritten.slot))
+        for step in h.unwritten:
+            if step.expected is None:  # no item in the scan
+                slotted.append((keys.OP_PREFIX + step.slot, step.slot))
     if h.state.first_step > 0:
         _drop_earlier_runs(h, slotted)
     if h.head is not None:  # after the set-aside: an earlier run's blobs may be gone already
@@ -271,8 +272,8 @@ def _drop_earlier_runs(h: History, slotted: list[tuple[str, str]]) -> None:
             del ref_table[ref]
     for sort in h.earlier:
         h.replayed.pop(sort, None)
-    if h.unwritten is not None and h.unwritten.slot in old:
-        h.unwritten = None  # an earlier run's step: set aside, never written out again
+    # an earlier run's step: set aside, never written out again
+    h.unwritten = tuple(step for step in h.unwritten if step.slot not in old)
 
 
 def _family(prefix: str) -> str:

@@ -3,9 +3,11 @@
 A run started on a store of layout 2 (``workflow-lease@2``) has a head item beside its owner
 epoch: ``{e: epoch, f: floor, s: slot, r: record}``. A forward step is one conditional put of
 the head, on the bytes its owner last wrote, carrying the step's op record inline; the
-previous inline record is first written out to its own ``op#`` item on condition that the
-slot is as the owner last read it (ADR 0037). Every claim and rotation rewrites the head
-with the epoch, so a deposed owner's head put can never land.
+previous inline record is written out to its own ``op#`` item on condition that the slot is
+as the owner last read it (ADR 0037): before the head put, or beside it when the head carries
+that record too (``s2``, ``r2``: both within one write unit, ADR 0057), so a crash between
+the two loses nothing. Every claim and rotation rewrites the head with the epoch, so a
+deposed owner's head put can never land.
 
 A write-out is the one write a deposed owner can still land, and only of a step that was
 committed. Two marks keep it from counting where it must not:
@@ -36,33 +38,64 @@ from weft_serverless.storage import keys
 
 INLINE = 900
 """The largest op record a head carries inline: with the head's own fields it stays within
-one write unit. A larger record is put first as a blob, and the head carries a reference."""
+one write unit. A larger record is put first as a blob, and the head carries a reference.
+Two records that together fit in it ride in one head (``pairs``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Head:
+    """``slot``/``record``: the newest step. ``prior_slot``/``prior_record``: the step before
+    it, carried while its write-out travels beside this head's put (absent in heads written
+    before ADR 0057, which read as they did)."""
+
     epoch: int
     floor: int
     slot: str | None = None
     record: bytes | None = None
+    prior_slot: str | None = None
+    prior_record: bytes | None = None
 
     def to_bytes(self) -> bytes:
         fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
         if self.slot is not None and self.record is not None:
             fields["s"], fields["r"] = self.slot, self.record
+            if self.prior_slot is not None and self.prior_record is not None:
+                fields["s2"], fields["r2"] = self.prior_slot, self.prior_record
         return encode(fields)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Head:
         raw = decode(data)
-        return cls(int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"))
+        return cls(
+            int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"), raw.get("s2"), raw.get("r2")
+        )
+
+    def inline(self) -> list[tuple[str, bytes]]:
+        """The steps this head carries, oldest first."""
+        steps = []
+        if self.prior_slot is not None and self.prior_record is not None:
+            steps.append((self.prior_slot, self.prior_record))
+        if self.slot is not None and self.record is not None:
+            steps.append((self.slot, self.record))
+        return steps
 
     def rotated(self, epoch: int) -> bytes:
-        """This head under a new claim: the newest step travels with it, unwritten or not."""
-        return Head(epoch, self.floor, self.slot, self.record).to_bytes()
+        """This head under a new claim: its steps travel with it, unwritten or not."""
+        return Head(
+            epoch, self.floor, self.slot, self.record, self.prior_slot, self.prior_record
+        ).to_bytes()
 
-    def with_step(self, slot: str, record: bytes) -> bytes:
-        return Head(self.epoch, self.floor, slot, record).to_bytes()
+    def with_step(self, slot: str, record: bytes, prior: Unwritten | None = None) -> bytes:
+        """The head after a step; ``prior`` (the step before, not known to be written out yet)
+        rides along while its write-out is in flight."""
+        if prior is None:
+            return Head(self.epoch, self.floor, slot, record).to_bytes()
+        return Head(self.epoch, self.floor, slot, record, prior.slot, prior.record).to_bytes()
+
+
+def pairs(record: bytes, prior: bytes) -> bool:
+    """Whether two op records fit in one head within one write unit (as one record does)."""
+    return len(record) + len(prior) <= INLINE
 
 
 def fresh_head(epoch: int) -> bytes:
@@ -121,30 +154,31 @@ def is_void(record: OpRecord, floor: int) -> bool:
 
 def settle(
     head_bytes: bytes, ops: dict[str, OpRecord], replayed: dict[str, bytes]
-) -> tuple[dict[str, bytes], Unwritten | None]:
+) -> tuple[dict[str, bytes], tuple[Unwritten, ...]]:
     """Apply the reader rule to a partition's op records (``ops`` by slot, their bytes in
-    ``replayed`` by sort key); returns the void items' bytes by slot, and the inline step
-    when it still has to be written out."""
+    ``replayed`` by sort key); returns the void items' bytes by slot, and the inline steps
+    that still have to be written out, oldest first. Each inline step (the head carries one,
+    or two while a write-out is in flight) follows the same rule."""
     head = Head.from_bytes(head_bytes)
     void: dict[str, bytes] = {}
     for slot in [slot for slot, record in ops.items() if is_void(record, head.floor)]:
         del ops[slot]
         void[slot] = replayed.pop(keys.OP_PREFIX + slot)
-    if head.slot is None or head.record is None:
-        return void, None
-    record = OpRecord.from_map(decode(head.record))
-    sort = keys.OP_PREFIX + head.slot
-    stored = replayed.get(sort)
-    rival = void.get(head.slot) or stored
-    if rival is not None and _outranks(OpRecord.from_map(decode(rival)), record):
-        # Forgotten by a retry after this head's step was committed (a tombstone), and
-        # perhaps committed again since by a later owner: the slot's item is newer.
-        return void, None
-    ops[head.slot] = record
-    replayed[sort] = head.record
-    if stored == head.record:
-        return void, None
-    return void, Unwritten(head.slot, head.record, rival)
+    unwritten: list[Unwritten] = []
+    for slot, inline in head.inline():
+        record = OpRecord.from_map(decode(inline))
+        sort = keys.OP_PREFIX + slot
+        stored = replayed.get(sort)
+        rival = void.get(slot) or stored
+        if rival is not None and _outranks(OpRecord.from_map(decode(rival)), record):
+            # Forgotten by a retry after this head's step was committed (a tombstone), and
+            # perhaps committed again since by a later owner: the slot's item is newer.
+            continue
+        ops[slot] = record
+        replayed[sort] = inline
+        if stored != inline:
+            unwritten.append(Unwritten(slot, inline, rival))
+    return void, tuple(unwritten)
 
 
 def _outranks(item: OpRecord, record: OpRecord) -> bool:
