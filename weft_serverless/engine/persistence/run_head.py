@@ -40,29 +40,77 @@ one write unit. A larger record is put first as a blob, and the head carries a r
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds the run's claim, carried in its head on a store of layout 3 (ADR 0056):
+    ``{h: engine id, x: expires at, c: claimed at}``. The holder moves with the epoch, so one
+    conditional put of the head acquires, renews or releases the claim."""
+
+    engine_id: str
+    expires_at: float
+    claimed_at: float
+
+    def record(self, epoch: int) -> dict[str, Any]:
+        """The holder as the old layout's holder item spelled it (describe, inspection)."""
+        return {
+            "engine_id": self.engine_id,
+            "epoch": epoch,
+            "expires_at": self.expires_at,
+            "claimed_at": self.claimed_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Head:
     epoch: int
     floor: int
     slot: str | None = None
     record: bytes | None = None
+    holder: Holder | None = None
 
     def to_bytes(self) -> bytes:
         fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
         if self.slot is not None and self.record is not None:
             fields["s"], fields["r"] = self.slot, self.record
+        if self.holder is not None:
+            held = self.holder
+            fields["h"], fields["x"], fields["c"] = held.engine_id, held.expires_at, held.claimed_at
         return encode(fields)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Head:
         raw = decode(data)
-        return cls(int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"))
+        holder = None
+        if raw.get("h") is not None:
+            holder = Holder(str(raw["h"]), float(raw["x"]), float(raw["c"]))
+        return cls(int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"), holder)
 
     def rotated(self, epoch: int) -> bytes:
-        """This head under a new claim: the newest step travels with it, unwritten or not."""
+        """This head under a new epoch, held by nobody: the newest step travels with it,
+        unwritten or not."""
         return Head(epoch, self.floor, self.slot, self.record).to_bytes()
 
+    def held(self, epoch: int, holder: Holder) -> bytes:
+        """This head claimed by ``holder`` on ``epoch`` (an acquire, a takeover, a renewal)."""
+        return Head(epoch, self.floor, self.slot, self.record, holder).to_bytes()
+
+    def released(self) -> bytes:
+        """This head on the same epoch with no holder: the run parked or ended."""
+        return Head(self.epoch, self.floor, self.slot, self.record).to_bytes()
+
     def with_step(self, slot: str, record: bytes) -> bytes:
-        return Head(self.epoch, self.floor, slot, record).to_bytes()
+        return Head(self.epoch, self.floor, slot, record, self.holder).to_bytes()
+
+
+def holder_record(holder_item: bytes | None, head: bytes | None) -> dict[str, Any] | None:
+    """Who holds a run, from its owner records as read: the holder item (layouts 1 and 2)
+    or the holder its head carries (layout 3); None when nobody does."""
+    if holder_item is not None:
+        record: dict[str, Any] = decode(holder_item)
+        return record
+    if head is None:
+        return None
+    parsed = Head.from_bytes(head)
+    return None if parsed.holder is None else parsed.holder.record(parsed.epoch)
 
 
 def fresh_head(epoch: int) -> bytes:
