@@ -30,7 +30,7 @@ from ownership_support import (
     rewritten_op_records,
 )
 
-from weft_serverless import Engine, workflow
+from weft_serverless import Engine, read_owner, workflow
 from weft_serverless.engine.ownership import HOLDER_LAYOUT
 from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.storage import keys
@@ -90,6 +90,9 @@ def test_a_fresh_store_carries_the_holder_in_the_head(storage_factory: Opener) -
         assert head.holder is not None and head.holder.engine_id == "e1"
         assert head.holder.expires_at == clock() + TTL
         assert holder_of(store, "w") == head.holder.record(head.epoch)
+        owner = read_owner(store, "w")  # what describe, the CLI and the console show
+        assert owner is not None and owner.epoch == head.epoch
+        assert owner.holder is not None and owner.holder.engine_id == "e1"
     released = head_of(store, "w")
     assert released.holder is None and released.epoch == head.epoch
     assert (released.slot, released.record) == (head.slot, head.record)
