@@ -26,6 +26,7 @@ from ownership_support import (
     epoch_of,
     fencing_violations,
     holder_of,
+    layout_2,
     make_engine,
     rewritten_op_records,
 )
@@ -334,3 +335,30 @@ class HookedStorage(DelegatingStorage):
             hook, self.before_write = self.before_write, None
             hook(list(conditions), list(ops))
         return super()._conditional_batch(conditions, ops)
+
+
+def test_a_run_parked_on_a_layout_2_store_finishes_under_this_release(
+    storage_factory: Opener,
+) -> None:
+    """A store an earlier release set up keeps its layout: a run parked there with its holder
+    item and claims-index entry, its owner dead, is taken over from the index, driven to its
+    end by this release, and leaves neither record; the marker stays ``workflow-lease@2``."""
+    clock, calls = VirtualClock(), Calls()
+    flows = between(calls)
+    old_store = layout_2(storage_factory)
+    dead = make_engine(old_store, flows, "dead", clock)
+    dead.start("flow", 1, id="w")  # parked on its sleep, claimed the layout-2 way
+    store = storage_factory()
+    assert store.get(keys.owner_holder_key("w")) is not None
+    assert store.get(keys.claim_index_key(keys.DEFAULT_SHARDS, "w")) is not None
+    assert head_of(store, "w").holder is None
+    successor = make_engine(old_store, flows, "successor", clock, recover=False)
+    clock.advance(TAKEOVER)
+    report = successor.run_maintenance()
+    assert report.parts["claims_reclaimed"] == 1
+    successor.signal("w", "go", 5)
+    assert successor.get_handle("w").result() == 7
+    assert claim_records(store, "w") == []
+    marker = store.get(keys.meta_key(keys.OWNERSHIP_MODE))
+    assert marker is not None and b"workflow-lease@2" in marker
+    assert calls.count("a") == 1 and calls.count("b") == 1
