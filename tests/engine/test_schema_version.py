@@ -18,6 +18,7 @@ from engine_helpers import make_engine
 
 from weft_serverless import Engine, UnsupportedSchemaVersionError, current_activity, workflow
 from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.engine.ownership import HEAD_LAYOUT
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Key, Put, Storage
 from weft_serverless.testing import TestEngine, VirtualClock
@@ -141,8 +142,14 @@ def test_a_newer_timer_record_is_skipped_with_a_warning(storage_factory: Opener)
 
 
 def test_no_engine_takes_over_a_newer_run(storage_factory: Opener) -> None:
-    """An expired claim on a run of a newer format stays with it: no epoch bump, no holder."""
+    """An expired claim on a run of a newer format stays with it: no epoch bump, no holder.
+
+    The claims index's takeover is what this checks, so the store is one a release of
+    layout 2 set up (a holder item and an index entry per claim); layout 3 takes claims
+    over at a wake only, and the wake below is refused the same way."""
     clock = VirtualClock()
+    marker = encode({"mode": HEAD_LAYOUT, "established_at": clock()})
+    storage_factory().put(keys.meta_key(keys.OWNERSHIP_MODE), marker)
     owner = Engine.create(
         storage_factory(),
         WORKFLOWS,

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weft_serverless import Engine, WorkflowDefinition
-from weft_serverless.codec import decode
-from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.codec import decode, encode
+from weft_serverless.engine.ownership import HEAD_LAYOUT, unpack_epoch
+from weft_serverless.engine.ownership.base import stored_owner
 from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, TOMBSTONE, Head
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
     Condition,
@@ -46,6 +48,10 @@ TTL = 30.0
 RENEW = 5.0
 GRACE = 2 * RENEW
 """Claim timing used by the suite (the engine defaults) and the takeover grace (2 x renew)."""
+TAKEOVER = max(TTL + GRACE, WAKE_GRACE) + 1
+"""Long enough for a dead owner's claim on a run it was driving to be taken over: the claim
+expired and its grace passed, and the wake-up the run keeps while drivable is due (on layout
+3 that wake is what takes the claim over, ADR 0056)."""
 
 # Sort-key prefixes of the records only a workflow's owner writes (each through a fenced commit).
 OWNER_RECORD_PREFIXES = (keys.OP_PREFIX, keys.PENDING_PREFIX, keys.ATTEMPT_PREFIX)
@@ -224,8 +230,8 @@ def epoch_of(storage: Storage, workflow_id: str) -> int:
 
 
 def holder_of(storage: Storage, workflow_id: str) -> dict[str, Any] | None:
-    data = storage.get(keys.owner_holder_key(workflow_id))
-    return None if data is None else dict(decode(data))
+    found = stored_owner(storage, workflow_id)
+    return None if found is None else dict(found)
 
 
 def claim_indexed(storage: Storage, workflow_id: str) -> bool:
@@ -303,13 +309,23 @@ def step_commit_epochs(write: Write) -> dict[str, int]:
             continue
         if op.key == keys.owner_head_key(wf):
             head = Head.from_bytes(op.value)
-            if head.slot is not None and is_head_step(write):  # a claim writes more
+            if head.slot is not None and is_head_step(write) and not _carried(write, op.key, head):
                 slots[f"{op.key.partition}/{keys.OP_PREFIX}{head.slot}"] = head.epoch
         elif _is_op_record(op.key) and not is_write_out(write) and not is_head_step(write):
             epoch = step_fence(write, wf)
             if epoch is not None and not decode(op.value).get(TOMBSTONE):
                 slots[f"{op.key.partition}/{op.key.sort}"] = epoch
     return slots
+
+
+def _carried(write: Write, key: Key, head: Head) -> bool:
+    """A head put carrying the step the head it expects already held: a claim, renewal or
+    release of layout 3 (a lone head put too, ADR 0056), not a step."""
+    expected = write.condition_on(key)
+    if expected is None or expected.expected is None:
+        return False
+    before = Head.from_bytes(expected.expected)
+    return (before.slot, before.record) == (head.slot, head.record)
 
 
 def step_fence(write: Write, workflow_id: str) -> int | None:
@@ -419,3 +435,21 @@ def caught() -> Iterator[list[warnings.WarningMessage]]:
 
 def of_category(seen: list[warnings.WarningMessage], category: type[Warning]) -> list[str]:
     return [str(w.message) for w in seen if issubclass(w.category, category)]
+
+
+def layout_2(open_storage: Opener) -> Opener:
+    """Open the test's store as a release of layout 2 set it up (``workflow-lease@2``: a
+    holder item and a claims-index entry per claim, ADR 0037), so its runs keep that layout
+    under this release (ADR 0056). Tests that read those items name this layout."""
+    marked: list[bool] = []
+
+    def open_marked() -> Storage:
+        handle = open_storage()
+        if not marked:
+            key = keys.meta_key(keys.OWNERSHIP_MODE)
+            if handle.get(key) is None:
+                handle.put(key, encode({"mode": HEAD_LAYOUT, "established_at": DEFAULT_START}))
+            marked.append(True)
+        return handle
+
+    return open_marked

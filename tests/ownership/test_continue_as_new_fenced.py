@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 from ownership_support import (
-    GRACE,
-    TTL,
+    TAKEOVER,
     Calls,
     Journal,
     Opener,
@@ -93,7 +92,7 @@ def test_a_chain_survives_a_takeover_between_runs(storage_factory: Opener) -> No
     with pytest.raises(SimulatedCrash):
         e1.start("flow", 1, id="w")
     assert e2.describe("w").run == 2
-    clock.advance(TTL + GRACE + 1)
+    clock.advance(TAKEOVER)
     e2.run_maintenance()  # takes the expired claim over, drives run 2 then run 3
     description = e2.describe("w")
     assert (description.status, description.run, description.result) == ("completed", 3, 3)

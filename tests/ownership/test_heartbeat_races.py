@@ -30,6 +30,7 @@ from ownership_support import (
 )
 
 from weft_serverless import Engine, workflow
+from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import (
@@ -215,7 +216,9 @@ def test_a_renewal_between_the_wake_check_read_and_compare_does_not_discard_the_
         clock.advance(1.0)  # so the renewed holder differs from the one read
 
         def renew_after_the_read(key: Key) -> None:
-            if key == keys.owner_holder_key("w") and heartbeat._thread is None:
+            if key in (keys.owner_holder_key("w"), keys.owner_head_key("w")) and (
+                heartbeat._thread is None
+            ):
                 heartbeat.beat()
 
         store.after_get = renew_after_the_read
@@ -246,8 +249,7 @@ def test_a_renewal_waiting_on_the_terminal_commit_does_not_report_a_lost_claim(
         def renew_after_the_terminal_commit(
             conditions: Sequence[Condition], ops: Sequence[Op]
         ) -> None:
-            released = Delete(keys.owner_holder_key("w"))
-            if released in ops and heartbeat._thread is None:
+            if _releases(ops) and heartbeat._thread is None:
                 heartbeat.beat()  # blocks on the claim's lock, still held here
 
         store.after_write = renew_after_the_terminal_commit
@@ -275,9 +277,7 @@ def test_a_refused_renewal_of_a_replaced_claim_leaves_the_new_claim_alone(
         replaced: list[bool] = []
 
         def replace_during_renewal(conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
-            renewal = [op.key for op in ops] == [keys.owner_holder_key("w")] and all(
-                isinstance(op, Put) for op in ops
-            )
+            renewal = _renews(conditions, ops)
             if renewal and not replaced:
                 replaced.append(True)  # the main thread suspends and resumes meanwhile
                 done = threading.Event()
@@ -334,3 +334,32 @@ def test_a_heartbeat_renewing_the_store_lease_during_a_maintenance_renewal_keeps
     assert not e1.runtime.fence.lost  # type: ignore[attr-defined]
     e1.start("flow", 1, id="w")
     assert calls.count("a") == 1
+
+
+def _releases(ops: Sequence[Op]) -> bool:
+    """A write that lets the claim on ``w`` go: the holder item deleted (layout 2), or the
+    head put back with no holder (layout 3)."""
+    head = keys.owner_head_key("w")
+    return Delete(keys.owner_holder_key("w")) in ops or any(
+        isinstance(op, Put) and op.key == head and Head.from_bytes(op.value).holder is None
+        for op in ops
+    )
+
+
+def _renews(conditions: Sequence[Condition], ops: Sequence[Op]) -> bool:
+    """A renewal of the claim on ``w``: its holder item put alone (layout 2), or its head put
+    alone with the same epoch and step and a later expiry (layout 3)."""
+    if not (len(ops) == 1 and isinstance(ops[0], Put)):
+        return False
+    if ops[0].key == keys.owner_holder_key("w"):
+        return True
+    expected = [c.expected for c in conditions if c.key == keys.owner_head_key("w")]
+    if ops[0].key != keys.owner_head_key("w") or not expected or expected[0] is None:
+        return False
+    before, after = Head.from_bytes(expected[0]), Head.from_bytes(ops[0].value)
+    return (
+        before.holder is not None
+        and after.holder is not None
+        and (before.epoch, before.slot, before.record) == (after.epoch, after.slot, after.record)
+        and after.holder.expires_at >= before.holder.expires_at
+    )

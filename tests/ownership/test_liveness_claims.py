@@ -22,6 +22,7 @@ from ownership_support import (
     Opener,
     epoch_of,
     holder_of,
+    layout_2,
     make_engine,
     timers_of,
 )
@@ -231,6 +232,7 @@ def _waits(ctx: Any, _: Any) -> Any:
 def test_an_engine_that_does_not_register_a_run_s_type_never_takes_it_over(
     storage_factory: Opener,
 ) -> None:
+    storage_factory = layout_2(storage_factory)  # its takeovers come from the claims index
     """The run's owner stops (its claim expires); an engine without the run's type must leave
     the run for one that has it, as its wakes already do, not take it over.
 

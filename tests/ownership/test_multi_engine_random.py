@@ -48,6 +48,7 @@ import pytest
 from ownership_support import (
     Journal,
     RecordingStorage,
+    Write,
     fencing_violations,
     rewritten_op_records,
     step_commit_epochs,
@@ -56,6 +57,7 @@ from ownership_support import (
 from weft_serverless import Engine, WorkflowDefinition, workflow
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership import unpack_epoch
+from weft_serverless.engine.ownership.base import stored_owner
 from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import WorkflowClaimUnavailableError, WorkflowNotRunningError
 from weft_serverless.storage import keys
@@ -594,9 +596,9 @@ class Harness:
             data = self.reader.get(keys.state_key(wf))
             status = None if data is None else decode(data)["status"]
             if status != "completed":
-                holder = self.reader.get(keys.owner_holder_key(wf))
+                holder = stored_owner(self.reader, wf)
                 lines.append(
-                    f"  {wf}: {status}, holder {None if holder is None else decode(holder)}, "
+                    f"  {wf}: {status}, holder {holder}, "
                     f"epoch {unpack_epoch(self.reader.get(keys.owner_epoch_key(wf)))}, "
                     f"signals {self.signals_confirmed[wf]}/{self.signals_needed[wf]}"
                 )
@@ -650,6 +652,11 @@ class Harness:
             for op in write.ops:
                 if not isinstance(op, Put):
                     continue
+                if op.key.sort == keys.OWNER_HEAD and _same_epoch(write, op):
+                    continue  # a step, a renewal or a release of layout 3: no new epoch
+                if op.key.sort == keys.OWNER_HEAD and Head.from_bytes(op.value).holder:
+                    self._head_mint(mints, write, op)  # layout 3: the head holds the claim
+                    continue
                 if op.key.sort == keys.OWNER_EPOCH:
                     epoch = unpack_epoch(op.value)
                 elif op.key.sort == keys.OWNER_HEAD and len(write.ops) > 1:
@@ -664,6 +671,18 @@ class Harness:
                 )
                 mints[(op.key.partition, epoch)] = (write.engine, how, write.seq)
         return mints
+
+    @staticmethod
+    def _head_mint(
+        mints: dict[tuple[str, int], tuple[str, str, int]], write: Write, op: Put
+    ) -> None:
+        """A head put carrying a holder (layout 3): a claim if it moves the epoch, a takeover
+        when the head it replaced held one (a renewal, or a step, keeps the epoch)."""
+        expected = write.condition_on(op.key)
+        before = None if expected is None or expected.expected is None else expected.expected
+        old = None if before is None else Head.from_bytes(before)
+        how = "takeover" if old is not None and old.holder is not None else "acquire"
+        mints[(op.key.partition, Head.from_bytes(op.value).epoch)] = (write.engine, how, write.seq)
 
     def classify_duplicates(self, problems: list[str]) -> dict[str, int]:
         """Every activity execution beyond one per step must be explained by a takeover."""
@@ -739,6 +758,14 @@ def test_four_engines_drive_100_workflows_through_pauses_crashes_and_restarts(
             and report["actions"].get("resume", 0) >= 1
         )
         assert exercised, f"seed {seed}: the schedule did not exercise the run: {report}"
+
+
+def _same_epoch(write: Write, op: Put) -> bool:
+    """A head put on the epoch of the head it expects (it mints no epoch)."""
+    expected = write.condition_on(op.key)
+    if expected is None or expected.expected is None:
+        return False
+    return Head.from_bytes(expected.expected).epoch == Head.from_bytes(op.value).epoch
 
 
 def _stable(key: str) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from ownership_support import (
-    GRACE,
     RENEW,
+    TAKEOVER,
     TTL,
     Calls,
     Journal,
@@ -33,7 +33,7 @@ from ownership_support import (
 from weft_serverless import Engine, RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.inspection import read_history
-from weft_serverless.engine.ownership import HEAD_LAYOUT
+from weft_serverless.engine.ownership import HOLDER_LAYOUT
 from weft_serverless.engine.persistence.records import load_history
 from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, REFERENCE, TOMBSTONE, Head
 from weft_serverless.errors import WorkflowNotFoundError
@@ -259,7 +259,7 @@ def test_a_crash_at_every_write_of_a_run_loses_and_doubles_no_step(
         setattr(crashing, f"crash_{when}_write", crashing.writes + n)
         with pytest.raises(SimulatedCrash):
             owner.start("flow", 1, id=f"w{n}")
-    clock.advance(TTL + GRACE + 1)
+    clock.advance(TAKEOVER)
     survivor.run_maintenance()
     for n in range(1, count + 1):
         try:
@@ -335,7 +335,7 @@ def _late_write_out_run(
     e2 = engine_on(RecordingStorage(storage_factory(), "e2", journal), flows, "e2", clock)
 
     def act() -> None:
-        clock.advance(TTL + GRACE + 1)
+        clock.advance(TAKEOVER)
         meanwhile(e2, clock)
 
     late = LateWriteOut(storage_factory(), "e1", journal, keys.step_slot(0), act)
@@ -419,7 +419,7 @@ def test_a_late_write_out_of_a_step_a_retry_forgot_is_refused_by_its_tombstone(
     operator = engine_on(RecordingStorage(storage_factory(), "op", journal), {}, "op", clock)
 
     def act() -> None:
-        clock.advance(TTL + GRACE + 1)
+        clock.advance(TAKEOVER)
         meanwhile(e2)
 
     # e1 commits the failed b on the head, then writes it out before ending the run
@@ -427,7 +427,7 @@ def test_a_late_write_out_of_a_step_a_retry_forgot_is_refused_by_its_tombstone(
     e1 = engine_on(late, flows, "e1", clock)
     e1.start("flow", 1, id="w")
     assert late.landed is False  # the tombstone holds the slot
-    clock.advance(TTL + GRACE + 1)  # the retry's claim (the operator's) runs out
+    clock.advance(TAKEOVER)  # the retry's claim (the operator's) runs out
     e2.run_maintenance()
     assert e2.get_handle("w").result() == 3
     history = load_history(storage_factory(), "w")
@@ -480,7 +480,7 @@ def test_a_late_write_out_into_a_new_run_of_a_purged_id_counts_for_nothing(
     e2 = engine_on(RecordingStorage(storage_factory(), "e2", journal), flows, "e2", clock)
 
     def act() -> None:
-        clock.advance(TTL + GRACE + 1)
+        clock.advance(TAKEOVER)
         meanwhile(e2)
 
     late = LateWriteOut(storage_factory(), "e1", journal, keys.step_slot(0), act)
@@ -544,7 +544,7 @@ def test_a_store_set_up_by_an_earlier_release_keeps_committing_as_it_did(
 def test_a_fresh_store_is_marked_with_the_head_layout(storage_factory: Opener) -> None:
     engine_on(storage_factory(), {}, "e1", VirtualClock()).close()
     marker = storage_factory().get(keys.meta_key(keys.OWNERSHIP_MODE))
-    assert marker is not None and decode(marker)["mode"] == HEAD_LAYOUT
+    assert marker is not None and decode(marker)["mode"] == HOLDER_LAYOUT
 
 
 @pytest.mark.backends("dynamodb")

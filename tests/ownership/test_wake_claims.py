@@ -33,6 +33,7 @@ from ownership_support import (
     epoch_of,
     fencing_violations,
     holder_of,
+    layout_2,
     make_engine,
     make_engines,
     of_category,
@@ -51,6 +52,16 @@ from weft_serverless.testing import VirtualClock
 Gen = Generator[Any, Any, Any]
 PAST_EXPIRY = TTL + GRACE + 1.0
 """A clock step after which any claim written before it may be taken over."""
+
+
+@pytest.fixture
+def storage_factory(storage_factory: Opener) -> Opener:
+    """These tests read the holder item and the claims index
+    (the wake and clean-up rules of ADR 0010 item by item).
+    They run on a store of layout 2, which this release keeps driving as it was (ADR
+    0056); layout 3, where the head holds the claim, has its own tests
+    (``test_claim_in_head.py``)."""
+    return layout_2(storage_factory)
 
 
 def signal_flow(calls: Calls) -> dict[str, Any]:

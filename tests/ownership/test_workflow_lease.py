@@ -34,6 +34,7 @@ from ownership_support import (
     holder_of,
     is_write_out,
     landed_after,
+    layout_2,
     make_engine,
     make_engines,
     of_category,
@@ -67,6 +68,16 @@ from weft_serverless.storage.base import Condition, Delete, Put, Storage
 from weft_serverless.testing import SimulatedCrash, VirtualClock
 
 Gen = Generator[Any, Any, Any]
+
+
+@pytest.fixture
+def storage_factory(storage_factory: Opener) -> Opener:
+    """These tests read the holder item and the claims index
+    (the protocol of ADR 0004 item by item).
+    They run on a store of layout 2, which this release keeps driving as it was (ADR
+    0056); layout 3, where the head holds the claim, has its own tests
+    (``test_claim_in_head.py``)."""
+    return layout_2(storage_factory)
 
 
 def expired_after(written_at: float) -> float:

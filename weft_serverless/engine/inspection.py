@@ -23,7 +23,7 @@ from weft_serverless.engine.ownership.base import marker_mode
 from weft_serverless.engine.persistence import retry_history
 from weft_serverless.engine.persistence.records import History, load_history
 from weft_serverless.engine.persistence.retry_history import failed_attempts
-from weft_serverless.engine.persistence.run_head import Head
+from weft_serverless.engine.persistence.run_head import Head, holder_record
 from weft_serverless.engine.persistence.stored_records import OpRecord
 from weft_serverless.errors import WeftError, WorkflowNotFoundError
 from weft_serverless.storage import keys
@@ -185,11 +185,11 @@ def read_owner(storage: Storage, workflow_id: str) -> Owner | None:
     if holder is None and epoch is None:
         return None
     number = Head.from_bytes(head).epoch if head else int.from_bytes(epoch or b"", "big")
-    return Owner(number, None if holder is None else _holder(holder))
+    record = holder_record(holder, head)  # an item of its own, or (layout 3) in the head
+    return Owner(number, None if record is None else _holder(record))
 
 
-def _holder(data: bytes) -> Holder:
-    record = decode(data)
+def _holder(record: dict[str, Any]) -> Holder:
     claimed = record.get("claimed_at")
     return Holder(
         engine_id=str(record.get("engine_id")),

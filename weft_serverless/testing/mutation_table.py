@@ -85,8 +85,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "terminal-write-keeps-holder",
         "engine/ownership/workflow_lease.py",
-        "ops=release_ops(self.host.shards, workflow_id),",
-        "ops=release_ops(self.host.shards, workflow_id)[1:],",
+        "released = Head.from_bytes(claim.head).released()",
+        "released = claim.head",
         "workflow-lease release",
         "a run's own terminal commit leaves its holder record",
     ),

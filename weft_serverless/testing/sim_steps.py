@@ -42,6 +42,7 @@ class StepLedger:
     owner: dict[str, str | None] = field(default_factory=dict)
     head: dict[str, Head | None] = field(default_factory=dict)
     first: dict[str, int] = field(default_factory=dict)  # the run's first step slot
+    held: set[str] = field(default_factory=set)  # runs whose head has carried a holder
     twice: list[str] = field(default_factory=list)
     deposed: list[str] = field(default_factory=list)
 
@@ -73,8 +74,20 @@ class StepLedger:
                 self.epoch[wf] = op.value if isinstance(op, Put) else None
             elif op.key == keys.owner_holder_key(wf):
                 self.owner[wf] = str(decode(op.value)["engine_id"]) if isinstance(op, Put) else None
+            elif op.key == keys.owner_head_key(wf) and isinstance(op, Put):
+                self._head_holder(wf, Head.from_bytes(op.value))
             elif op.key.sort == keys.STATE and isinstance(op, Put):
                 self.first[wf] = WorkflowState.from_bytes(op.value).first_step
+
+    def _head_holder(self, wf: str, head: Head) -> None:
+        """Layout 3 carries the holder in the head: a head put with a holder claims the run
+        (or keeps it), one without releases it if the head held it before. A layout-2 head
+        never holds one, so its holder item alone says who owns the run."""
+        if head.holder is not None:
+            self.owner[wf] = head.holder.engine_id
+            self.held.add(wf)
+        elif wf in self.held:
+            self.owner[wf] = None
 
     def current(self, wf: str) -> int:
         """The run's epoch: its head's when it has one (claims move only the head)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.persistence.records import FAILED, PENDING, TERMINAL, WorkflowState
-from weft_serverless.engine.persistence.run_head import FENCE_EPOCH
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, holder_record
 from weft_serverless.engine.runs import concurrency
 from weft_serverless.engine.runs.concurrency import is_queued
 from weft_serverless.storage import keys
@@ -164,8 +164,10 @@ class StoreModel:
         state = self.states.get(wf)
         if state is None or state.status not in TERMINAL:
             return
-        holder = self.store.get(keys.owner_holder_key(wf))
-        if holder is not None and decode(holder)["engine_id"] != self._tearing_down(wf):
+        holder = holder_record(
+            self.store.get(keys.owner_holder_key(wf)), self.store.get(keys.owner_head_key(wf))
+        )
+        if holder is not None and holder["engine_id"] != self._tearing_down(wf):
             self.file("terminal-holds-no-claim", f"{where}: {wf} is {state.status}, still claimed")
         left = []
         if self.ownership != "none":  # there a drive in flight is not fenced: it may arm one

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from weft_serverless.engine.ownership.base import (
     HEAD_LAYOUT,
+    HOLDER_LAYOUT,
     Drive,
     EngineDeposedError,
     Fragment,
@@ -29,6 +30,7 @@ from weft_serverless.engine.ownership.workflow_lease import WorkflowLease
 
 __all__ = [
     "HEAD_LAYOUT",
+    "HOLDER_LAYOUT",
     "Drive",
     "EngineDeposedError",
     "EngineLeaseLost",

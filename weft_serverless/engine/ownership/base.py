@@ -16,7 +16,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from weft_serverless.codec import decode, decode_record, encode
+from weft_serverless.codec import decode_record, encode
+from weft_serverless.engine.persistence.run_head import holder_record
 from weft_serverless.engine.process.clock_skew import ClockGuard
 from weft_serverless.errors import (
     ConfigurationError,
@@ -37,6 +38,11 @@ HEAD_LAYOUT = "workflow-lease@2"
 """The marker of a workflow-lease store whose runs commit plain steps on their head (ADR
 0037). An engine that predates it refuses the store (its mode string differs), so no engine
 that cannot read a head ever drives a run that has one."""
+HOLDER_LAYOUT = "workflow-lease@3"
+"""The marker of a workflow-lease store whose runs carry their claim's holder in the head
+(ADR 0056): a claim is one conditional put of the head, with no holder item and no
+claims-index entry. An engine of layout 2 reads no holder there, so it refuses the store."""
+LAYOUTS = (HEAD_LAYOUT, HOLDER_LAYOUT)
 Verdict = Literal["drive", "retain", "collect"]
 Drive = Callable[[str, str], object]
 """Drives a workflow now (id, why); what maintenance hands ``Ownership.maintain``."""
@@ -326,14 +332,17 @@ class ReadOnly(Ownership):
         return Fragment(conditions=self.conditions(workflow_id))
 
 
-def stored_owner(storage: Storage, workflow_id: str) -> dict[str, object] | None:
+def stored_owner(storage: Storage, workflow_id: str) -> dict[str, Any] | None:
     """The run's claim record under workflow-lease (holder, epoch, expiry), decoded; None
-    when no engine holds it or the store is of another mode."""
-    holder = storage.get(keys.owner_holder_key(workflow_id))
-    if holder is None:
-        return None
-    owner: dict[str, object] = decode(holder)
-    return owner
+    when no engine holds it or the store is of another mode. One read of the run's owner
+    records: the holder is an item of its own, or (layout 3) a part of the run's head."""
+    found = dict(storage.scan(keys.workflow_partition(workflow_id), "owner#"))
+    return holder_record(found.get(keys.OWNER_HOLDER), found.get(keys.OWNER_HEAD))
+
+
+def head_holder(head_bytes: bytes) -> dict[str, Any] | None:
+    """The holder a head carries (layout 3), spelled as a holder item; None when unheld."""
+    return holder_record(None, head_bytes)
 
 
 def read_marker(host: OwnerHost) -> dict[str, Any] | None:
@@ -347,15 +356,16 @@ def read_marker(host: OwnerHost) -> dict[str, Any] | None:
 
 def marker_mode(stored: object) -> str:
     """The ownership mode a marker's ``mode`` names, whatever layout it adds."""
-    return "workflow-lease" if stored == HEAD_LAYOUT else str(stored)
+    return "workflow-lease" if stored in LAYOUTS else str(stored)
 
 
 def establish_mode(host: OwnerHost, mode: Mode) -> str:
     """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS).
 
-    Returns the marker's mode as stored: a workflow-lease store is ``HEAD_LAYOUT`` when this
-    release set it up, or plain ``workflow-lease`` when an earlier one did (its runs then
-    keep committing as that release did, so engines of both releases may share it)."""
+    Returns the marker's mode as stored: a workflow-lease store is ``HOLDER_LAYOUT`` when
+    this release set it up, or ``HEAD_LAYOUT`` or plain ``workflow-lease`` when an earlier
+    one did (its runs then keep the layout that release wrote, so engines of both releases
+    may share it)."""
     if not host.storage.capabilities().conditional_batch:
         raise ConfigurationError(
             f"ownership={mode!r} needs a storage with conditional batches; "
@@ -365,7 +375,7 @@ def establish_mode(host: OwnerHost, mode: Mode) -> str:
     for _ in range(5):
         record = read_marker(host)
         if record is None:
-            stored = HEAD_LAYOUT if mode == "workflow-lease" else mode
+            stored = HOLDER_LAYOUT if mode == "workflow-lease" else mode
             marker = encode({"mode": stored, "established_at": host.now()})
             if host.write([Condition(key, None)], [Put(key, marker)]):
                 return stored

@@ -23,7 +23,7 @@ from weft_serverless.engine.ownership.base import (
     unpack_epoch,
 )
 from weft_serverless.engine.persistence.records import WorkflowState
-from weft_serverless.engine.persistence.run_head import Head, Unwritten, fresh_head
+from weft_serverless.engine.persistence.run_head import Head, Holder, Unwritten, fresh_head
 from weft_serverless.engine.process.telemetry import warn
 from weft_serverless.errors import WorkflowClaimLost
 from weft_serverless.storage import keys
@@ -43,7 +43,9 @@ class Claim:
     ``landed`` is False while the batch that acquires the claim (a start or resume) has not
     committed yet: there is no stored holder to renew until it has. ``head`` is the run's head
     as this claim last wrote it (None: the run has none and commits as before, ADR 0037), and
-    ``unwritten`` the inline step this claim still has to write out.
+    ``unwritten`` the inline step this claim still has to write out. On a store of layout 3
+    the holder is part of the head: ``holder_bytes`` is unused, and the stored head equal to
+    ``head`` is what proves the claim still ours (ADR 0056).
     """
 
     epoch_bytes: bytes
@@ -106,6 +108,8 @@ class ClaimRegistry(Ownership):
         super().__init__(host)
         self.timing = timing
         self.heads = False  # new runs get a head: the store's marker says layout 2 (bootstrap)
+        # Layout 3: the holder is part of the head; no holder item, no claims-index entry.
+        self.inline_holder = False
         self.claims: dict[str, Claim] = {}
         self._cooldown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
@@ -145,6 +149,8 @@ class ClaimRegistry(Ownership):
         read = owner._replace(head=None) if starting else owner
         conditions, ops = rotation(workflow_id, read, epoch_item=False)
         new_epoch = current_epoch(read) + 1
+        if self.inline_holder:
+            return self._claim_on_head(workflow_id, read, new_epoch, conditions, ops)
         head = None
         if read.head is not None:
             head = Head.from_bytes(read.head).rotated(new_epoch)
@@ -169,6 +175,30 @@ class ClaimRegistry(Ownership):
         )
         claim = Claim(pack_epoch(new_epoch), holder, expires, self.host.now(), head=head)
         return fragment, claim
+
+    def _claim_on_head(
+        self,
+        workflow_id: str,
+        read: OwnerRecords,
+        epoch: int,
+        conditions: list[Condition],
+        ops: list[Op],
+    ) -> tuple[Fragment, Claim]:
+        """The claim of layout 3: the head, rewritten with epoch + 1 and this engine as its
+        holder, on the head bytes read (a run without one gets its first, on the epoch item).
+
+        No state condition: every status change of a run rewrites its head (a claim, a
+        rotation, the terminal commit clearing its holder), so a claim whose head was read
+        before the run's state was read as running cannot land on a run that changed since.
+        """
+        now = self.host.now()
+        holder = Holder(self.host.engine_id, now + self.timing.ttl, now)
+        key = keys.owner_head_key(workflow_id)
+        base = Head.from_bytes(read.head) if read.head is not None else Head(epoch, epoch)
+        head = base.held(epoch, holder)
+        ops = [*(op for op in ops if op.key != key), Put(key, head)]
+        claim = Claim(pack_epoch(epoch), head, holder.expires_at, now, head=head)
+        return Fragment(conditions=conditions, ops=ops), claim
 
     def _try_claim(
         self,

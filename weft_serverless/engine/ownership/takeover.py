@@ -17,6 +17,7 @@ from weft_serverless.engine.ownership.claims import (
     rotation,
 )
 from weft_serverless.engine.persistence.records import RUNNING, WorkflowState
+from weft_serverless.engine.persistence.run_head import Head, Holder
 from weft_serverless.engine.process.telemetry import skip_unsupported
 from weft_serverless.errors import StorageError, UnsupportedSchemaVersionError
 from weft_serverless.storage import keys
@@ -65,13 +66,15 @@ class Takeover(ClaimRegistry):
         """Extend ``claim``'s stored holder: True if renewed, False if refused (the claim was
         lost; the caller deposes it), None if there was nothing of ours to renew. Storage
         errors propagate."""
-        with claim.lock:
+        with claim.lock, claim.writes:
             # Renew only a claim still registered (not released, dropped or replaced
             # meanwhile) whose acquiring batch has landed: anything else has no stored
             # holder of ours to extend, and a refusal would not mean it was lost.
             if not claim.landed or self.claims.get(workflow_id) is not claim:
                 return None
             now = self.host.now()
+            if self.inline_holder and claim.head is not None:
+                return self._renew_head(workflow_id, claim, now)
             holder = decode(claim.holder_bytes)
             new, expires = self._holder(holder["epoch"], holder["claimed_at"])
             key = keys.owner_holder_key(workflow_id)
@@ -81,7 +84,28 @@ class Takeover(ClaimRegistry):
             self.host.metrics.incr("claim_renewal_failures")
             return False
 
+    def _renew_head(self, workflow_id: str, claim: Claim, now: float) -> bool:
+        """Renewal on layout 3: the head put again with a later expiry, on the bytes this
+        claim last wrote (under its write lock, so no plain step moves it meanwhile)."""
+        head = Head.from_bytes(claim.head or b"")
+        if head.holder is None:
+            return False
+        expires = now + self.timing.ttl
+        new = head.held(head.epoch, Holder(head.holder.engine_id, expires, head.holder.claimed_at))
+        key = keys.owner_head_key(workflow_id)
+        if self.host.write([Condition(key, claim.head)], [Put(key, new)]):
+            claim.head = claim.holder_bytes = new
+            claim.expires_at, claim.renewed_at = expires, now
+            return True
+        self.host.metrics.incr("claim_renewal_failures")
+        return False
+
     def _reclaim(self, drive: Drive, exhausted: Callable[[], bool], share: Share) -> int:
+        """Take over the expired claims the claims index lists. Layout 3 writes no index:
+        there an expired claim is taken over by the wake its run's timer brings (ADR 0056),
+        so the pass reads no claims shard."""
+        if self.inline_holder:
+            return 0
         reclaimed = 0
         now = self.host.now()
         for shard in share.of(self.host.shards.read.claims):

@@ -12,16 +12,19 @@ import logging
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership.base import (
-    HEAD_LAYOUT,
+    HOLDER_LAYOUT,
+    LAYOUTS,
     NO_LOCK,
     EngineDeposedError,
     Fragment,
     Mode,
     Verdict,
     establish_mode,
+    head_holder,
     stored_owner,
     unpack_epoch,
 )
@@ -54,7 +57,9 @@ class WorkflowLease(Takeover):
     """Sends a write-out beside the head put (ADR 0057); None where requests do not overlap."""
 
     def bootstrap(self) -> None:
-        self.heads = establish_mode(self.host, self.mode) == HEAD_LAYOUT
+        layout = establish_mode(self.host, self.mode)
+        self.heads = layout in LAYOUTS
+        self.inline_holder = layout == HOLDER_LAYOUT
         if self.host.storage.capabilities().concurrent_requests and self.overlap is None:
             self.overlap = Overlap()  # its threads start at the first write-out, not here
 
@@ -96,6 +101,8 @@ class WorkflowLease(Takeover):
         if Head.from_bytes(head).epoch != unpack_epoch(claim.epoch_bytes):
             raise EngineDeposedError(workflow_id)
         with claim.writes:
+            if claim.head is not None and _renewed_since(head, claim.head):
+                return  # a renewal landed after the read (layout 3): the claim's is newer
             sending = claim.sending
             claim.head, claim.unwritten = (
                 head,
@@ -279,6 +286,17 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None:
             raise EngineDeposedError(workflow_id)
+        if self.inline_holder:
+            # The head, released, is the terminal batch's own write (its fence is the head
+            # as this claim left it): the run's end rewrites its head, so no claim read
+            # before the end can land after it. Held still, so no step moves the head.
+            with claim.lock, claim.writes:
+                if claim.head is None:
+                    raise EngineDeposedError(workflow_id)
+                released = Head.from_bytes(claim.head).released()
+                yield Fragment(ops=[Put(keys.owner_head_key(workflow_id), released)])
+                self._drop(workflow_id, claim)
+            return
         with claim.lock:
             yield Fragment(
                 conditions=[Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
@@ -292,6 +310,8 @@ class WorkflowLease(Takeover):
         """External terminal transition: epoch + 1 so a still-running owner is fenced out."""
         conditions, ops = rotation(workflow_id, self._read_owner(workflow_id))
         self._drop(workflow_id)
+        if self.inline_holder:  # the rotated head holds no holder: the release is in it
+            return Fragment(conditions=conditions, ops=ops)
         return Fragment(
             conditions=conditions, ops=[*ops, *release_ops(self.host.shards, workflow_id)]
         )
@@ -315,6 +335,8 @@ class WorkflowLease(Takeover):
         Only a running run is claimed, on its state bytes: a pending run is activated by its
         delayed start alone, and a run that ended between the reads is left alone.
         """
+        if self.inline_holder:
+            return self._prepare_wake_on_head(workflow_id, kind, explicit)
         claim = self.claims.get(workflow_id)
         if claim is not None:
             with claim.lock:  # a renewal must not change the holder between read and compare
@@ -327,7 +349,9 @@ class WorkflowLease(Takeover):
                 WorkflowWakeDiscarded,
                 f"workflow {workflow_id!r}: {kind} wake discarded, this engine no longer owns it",
             )
-            return self._retain_or_collect(workflow_id, self._status(workflow_id), holder, explicit)
+            return self._retain_or_collect(
+                workflow_id, self._status(workflow_id), _decoded(holder), explicit
+            )
         state_bytes = self.host.storage.get(keys.state_key(workflow_id))
         state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
         if state is None or state.status != RUNNING:
@@ -340,7 +364,7 @@ class WorkflowLease(Takeover):
             return "drive"
         if owner.holder is None:  # lost the acquire: the run may have ended meanwhile
             state = self._status(workflow_id)
-        verdict = self._retain_or_collect(workflow_id, state, owner.holder, explicit)
+        verdict = self._retain_or_collect(workflow_id, state, _decoded(owner.holder), explicit)
         if verdict == "retain":
             warn(
                 WorkflowWakeDiscarded,
@@ -349,11 +373,78 @@ class WorkflowLease(Takeover):
             )
         return verdict
 
+    def _prepare_wake_on_head(self, workflow_id: str, kind: str, explicit: bool) -> Verdict:
+        """``prepare_wake`` on layout 3, where the holder is part of the head.
+
+        A claim this engine holds is confirmed by the stored head being the one it last
+        wrote. Otherwise the head is read BEFORE the state: a run seen running after its
+        head was read cannot have changed status since without rewriting that head, so the
+        claim (one conditional put on it) never lands on a run that ended. A holder whose
+        claim expired (and whose grace passed) is taken over here: the wake that finds it is
+        the durable timer every claimed drive leaves behind until it parks (ADR 0056), so no
+        index of held claims is needed to find it.
+        """
+        claim = self.claims.get(workflow_id)
+        if claim is not None:
+            with claim.lock, claim.writes:
+                head = self.host.storage.get(keys.owner_head_key(workflow_id))
+                ours = self.claims.get(workflow_id) is claim
+                if ours and head is not None and head == claim.head:
+                    claim.landed = claim.driving = True  # the stored head is this claim's
+                    return "drive"
+                self._drop(workflow_id, claim)
+            warn(
+                WorkflowWakeDiscarded,
+                f"workflow {workflow_id!r}: {kind} wake discarded by its claim, which this "
+                "engine no longer holds; it is decided afresh",
+            )
+        owner = self._read_owner(workflow_id)
+        state_bytes = self.host.storage.get(keys.state_key(workflow_id))
+        state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
+        if state is None or state.status != RUNNING:
+            return "collect"
+        if state.type not in self.host.workflow_types:
+            return "retain"  # an engine that cannot run this type must not claim it
+        holder = None if owner.head is None else head_holder(owner.head)
+        now = self.host.now()
+        outcome = "acquired"
+        if holder is not None:
+            outcome = "takeover"
+            open_now = (
+                self._open_to_takeover(holder, now)
+                and now >= self._cooldown.get(workflow_id, (0.0, 0.0))[0]
+            )
+            if not open_now or not self.host.clock_guard.allows_takeover(
+                f"workflow {workflow_id!r}", now
+            ):
+                return self._retained(workflow_id, kind, state, holder, explicit)
+        if self._try_claim(workflow_id, owner, outcome, None):
+            self.claims[workflow_id].driving = True
+            return "drive"
+        return self._retained(workflow_id, kind, self._status(workflow_id), None, explicit)
+
+    def _retained(
+        self,
+        workflow_id: str,
+        kind: str,
+        state: WorkflowState | None,
+        holder: dict[str, Any] | None,
+        explicit: bool,
+    ) -> Verdict:
+        verdict = self._retain_or_collect(workflow_id, state, holder, explicit)
+        if verdict == "retain":
+            warn(
+                WorkflowWakeDiscarded,
+                f"workflow {workflow_id!r}: {kind} wake left to the engine that holds it",
+                logging.INFO,
+            )
+        return verdict
+
     def _retain_or_collect(
         self,
         workflow_id: str,
         state: WorkflowState | None,
-        holder: bytes | None,
+        holder: dict[str, Any] | None,
         explicit: bool,
     ) -> Verdict:
         """What to do with a wake this engine may not drive, from the records just read.
@@ -364,8 +455,8 @@ class WorkflowLease(Takeover):
             return "collect"
         if explicit:
             if holder is None:  # lost an acquire race just now: name the winner
-                holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
-            held_by = decode(holder)["engine_id"] if holder is not None else "(none)"
+                holder = stored_owner(self.host.storage, workflow_id)
+            held_by = str(holder["engine_id"]) if holder is not None else "(none)"
             raise WorkflowClaimUnavailableError(workflow_id, held_by)
         return "retain"
 
@@ -389,20 +480,27 @@ class WorkflowLease(Takeover):
         for workflow_id, claim in list(self.claims.items()):
             if claim.driving:
                 continue
-            with claim.lock:
+            with claim.lock, claim.writes:
                 if self.claims.get(workflow_id) is not claim:
                     continue
                 _settle_sending(claim)  # nothing of the run stays in flight past its release
                 try:
-                    self.host.write(
-                        [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)],
-                        release_ops(self.host.shards, workflow_id),
-                    )
+                    self.host.write(*self._release(workflow_id, claim))
                     released += 1
                 except StorageError:
                     pass
                 self._drop(workflow_id, claim)
         return released
+
+    def _release(self, workflow_id: str, claim: Claim) -> tuple[list[Condition], list[Op]]:
+        """The write that lets a parked run's claim go, on what this claim stored: on layout
+        3 its head put back with no holder (the newest step stays inline, for the next owner
+        to write out), else the holder item and its index entry deleted."""
+        if self.inline_holder and claim.head is not None:
+            key = keys.owner_head_key(workflow_id)
+            return [Condition(key, claim.head)], [Put(key, Head.from_bytes(claim.head).released())]
+        holder = [Condition(keys.owner_holder_key(workflow_id), claim.holder_bytes)]
+        return holder, release_ops(self.host.shards, workflow_id)
 
     def close(self) -> None:
         self.release_parked()
@@ -410,10 +508,9 @@ class WorkflowLease(Takeover):
             self.overlap.close()
 
     def held_elsewhere(self, workflow_id: str) -> bool:
-        holder = self.host.storage.get(keys.owner_holder_key(workflow_id))
-        if holder is None:
+        record = stored_owner(self.host.storage, workflow_id)
+        if record is None:
             return False
-        record = decode(holder)
         return bool(
             record["engine_id"] != self.host.engine_id
             and not self._open_to_takeover(record, self.host.now())
@@ -424,6 +521,27 @@ class WorkflowLease(Takeover):
 
 
 WRITE_OUT_ATTEMPTS = 3
+
+
+def _renewed_since(read: bytes, held: bytes) -> bool:
+    """Whether ``held`` is ``read`` renewed: the same epoch and step, a later expiry. Only
+    renewals rewrite a head without a step on one epoch, so the history read before it is
+    older than the head this claim holds (layout 3)."""
+    before, after = Head.from_bytes(read), Head.from_bytes(held)
+    return (
+        before.holder is not None
+        and after.holder is not None
+        and (before.epoch, before.inline()) == (after.epoch, after.inline())
+        and before.holder.expires_at < after.holder.expires_at
+    )
+
+
+def _decoded(holder: bytes | None) -> dict[str, Any] | None:
+    """A holder item as read (layouts 1 and 2), decoded."""
+    if holder is None:
+        return None
+    record: dict[str, Any] = decode(holder)
+    return record
 
 
 def _folded(

@@ -25,7 +25,7 @@ read, so replay, inspection, events and the history limit all see the same steps
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from weft_serverless.codec import decode, decode_record, encode
@@ -43,10 +43,31 @@ Two records that together fit in it ride in one head (``pairs``)."""
 
 
 @dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds the run's claim, carried in its head on a store of layout 3 (ADR 0056):
+    ``{h: engine id, x: expires at, c: claimed at}``. The holder moves with the epoch, so one
+    conditional put of the head acquires, renews or releases the claim."""
+
+    engine_id: str
+    expires_at: float
+    claimed_at: float
+
+    def record(self, epoch: int) -> dict[str, Any]:
+        """The holder as the old layout's holder item spelled it (describe, inspection)."""
+        return {
+            "engine_id": self.engine_id,
+            "epoch": epoch,
+            "expires_at": self.expires_at,
+            "claimed_at": self.claimed_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Head:
     """``slot``/``record``: the newest step. ``prior_slot``/``prior_record``: the step before
     it, carried while its write-out travels beside this head's put (absent in heads written
-    before ADR 0057, which read as they did)."""
+    before ADR 0057, which read as they did). ``holder``: who holds the run's claim, on a
+    store of layout 3 (ADR 0056; absent on older layouts and when nobody holds it)."""
 
     epoch: int
     floor: int
@@ -54,6 +75,7 @@ class Head:
     record: bytes | None = None
     prior_slot: str | None = None
     prior_record: bytes | None = None
+    holder: Holder | None = None
 
     def to_bytes(self) -> bytes:
         fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
@@ -61,13 +83,25 @@ class Head:
             fields["s"], fields["r"] = self.slot, self.record
             if self.prior_slot is not None and self.prior_record is not None:
                 fields["s2"], fields["r2"] = self.prior_slot, self.prior_record
+        if self.holder is not None:
+            held = self.holder
+            fields["h"], fields["x"], fields["c"] = held.engine_id, held.expires_at, held.claimed_at
         return encode(fields)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Head:
         raw = decode(data)
+        holder = None
+        if raw.get("h") is not None:
+            holder = Holder(str(raw["h"]), float(raw["x"]), float(raw["c"]))
         return cls(
-            int(raw["e"]), int(raw["f"]), raw.get("s"), raw.get("r"), raw.get("s2"), raw.get("r2")
+            int(raw["e"]),
+            int(raw["f"]),
+            raw.get("s"),
+            raw.get("r"),
+            raw.get("s2"),
+            raw.get("r2"),
+            holder,
         )
 
     def inline(self) -> list[tuple[str, bytes]]:
@@ -80,22 +114,46 @@ class Head:
         return steps
 
     def rotated(self, epoch: int) -> bytes:
-        """This head under a new claim: its steps travel with it, unwritten or not."""
-        return Head(
-            epoch, self.floor, self.slot, self.record, self.prior_slot, self.prior_record
-        ).to_bytes()
+        """This head under a new epoch, held by nobody: its steps travel with it, unwritten
+        or not."""
+        return replace(self, epoch=epoch, holder=None).to_bytes()
+
+    def held(self, epoch: int, holder: Holder) -> bytes:
+        """This head claimed by ``holder`` on ``epoch`` (an acquire, a takeover, a renewal);
+        its steps travel with it."""
+        return replace(self, epoch=epoch, holder=holder).to_bytes()
+
+    def released(self) -> bytes:
+        """This head on the same epoch with no holder: the run parked or ended."""
+        return replace(self, holder=None).to_bytes()
 
     def with_step(self, slot: str, record: bytes, prior: Unwritten | None = None) -> bytes:
-        """The head after a step; ``prior`` (the step before, not known to be written out yet)
-        rides along while its write-out is in flight."""
-        if prior is None:
-            return Head(self.epoch, self.floor, slot, record).to_bytes()
-        return Head(self.epoch, self.floor, slot, record, prior.slot, prior.record).to_bytes()
+        """The head after a step, held as before; ``prior`` (the step before, not known to be
+        written out yet) rides along while its write-out is in flight."""
+        return replace(
+            self,
+            slot=slot,
+            record=record,
+            prior_slot=None if prior is None else prior.slot,
+            prior_record=None if prior is None else prior.record,
+        ).to_bytes()
 
 
 def pairs(record: bytes, prior: bytes) -> bool:
     """Whether two op records fit in one head within one write unit (as one record does)."""
     return len(record) + len(prior) <= INLINE
+
+
+def holder_record(holder_item: bytes | None, head: bytes | None) -> dict[str, Any] | None:
+    """Who holds a run, from its owner records as read: the holder item (layouts 1 and 2)
+    or the holder its head carries (layout 3); None when nobody does."""
+    if holder_item is not None:
+        record: dict[str, Any] = decode(holder_item)
+        return record
+    if head is None:
+        return None
+    parsed = Head.from_bytes(head)
+    return None if parsed.holder is None else parsed.holder.record(parsed.epoch)
 
 
 def fresh_head(epoch: int) -> bytes:
