@@ -37,6 +37,7 @@ from weft_serverless.engine.ownership.workflow_lease import WorkflowLease
 from weft_serverless.engine.persistence.records import load_history
 from weft_serverless.engine.persistence.run_head import Head, settle, tombstone
 from weft_serverless.engine.persistence.stored_records import OpRecord
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
 from weft_serverless.testing import CrashingStorage, SimulatedCrash, VirtualClock
@@ -90,6 +91,12 @@ class OrderedOverlap(Overlap):
         hook, self.hook = self.hook, None
         if hook is not None:
             hook()
+
+
+TAKEOVER = max(TTL + GRACE, WAKE_GRACE) + 1
+"""How long a survivor waits to take a crashed drive over: its claim expired (and its grace
+passed), and, on a store that keeps the holder in the head (ADR 0056), the wake-up its run's
+start armed has fallen due, since that timer is what brings the takeover."""
 
 
 def pair_engine(
@@ -168,7 +175,7 @@ def test_a_crash_at_every_write_of_a_paired_run_loses_and_doubles_no_step(
         setattr(crashing, f"crash_{when}_write", crashing.writes + n)
         with pytest.raises(SimulatedCrash):
             owner.start("flow", 1, id=f"w{n}")
-    clock.advance(TTL + GRACE + 1)
+    clock.advance(TAKEOVER)
     survivor.run_maintenance()
     for n in range(1, count + 1):
         if (when, n) == ("before", 1):
@@ -202,7 +209,7 @@ def test_a_takeover_of_a_head_carrying_two_steps_writes_both_out(
     assert (head.prior_slot, head.slot) == (keys.step_slot(0), keys.step_slot(1))
     assert [step.slot for step in history.unwritten] == [keys.step_slot(0), keys.step_slot(1)]
     assert sorted(history.ops) == [keys.step_slot(0), keys.step_slot(1)]
-    clock.advance(TTL + GRACE + 1)
+    clock.advance(TAKEOVER)
     survivor = engine_on(RecordingStorage(storage_factory(), "e2", journal), flows, "e2", clock)
     survivor.run_maintenance()
     assert survivor.get_handle("w").result() == 4
@@ -226,7 +233,7 @@ def test_a_deposed_owners_late_write_out_beside_its_head_lands_nothing_new(
     e2 = engine_on(RecordingStorage(storage_factory(), "e2", journal), flows, "e2", clock)
 
     def meanwhile() -> None:
-        clock.advance(TTL + GRACE + 1)
+        clock.advance(TAKEOVER)
         if new_owner_wrote_it_out:
             e2.run_maintenance()
             assert e2.get_handle("w").result() == 4
