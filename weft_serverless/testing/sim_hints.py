@@ -101,8 +101,8 @@ def run_hint(world: HintStage, engine: Engine, args: list[Any]) -> None:
     queued = sum(1 for other in world.hints if other.key == hint.key)
     disturbed = world.disturbances()
     report = engine.fire_timer_hints([hint], wait=wait)  # raising (a fault, a refusal) ends it here
-    if world.disturbances() != disturbed or not stored or not free:
-        return
+    if world.disturbances() != disturbed or not stored or not free or engine.runtime.closed:
+        return  # disturbed, nothing to fire, not this engine's to fire, or it stopped itself
     still = world.store.get(hint.key) is not None
     if due and still:
         world.hint_problems.setdefault("hinted-timers-fire-at-once", []).append(
