@@ -24,7 +24,6 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from weft_serverless.codec import decode
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.persistence.records import PENDING, RUNNING, WorkflowState
 from weft_serverless.engine.process.timer_hints import TimerHint
@@ -126,12 +125,22 @@ def _free_to_fire(world: HintStage, engine: Engine, hint: TimerHint) -> bool:
     state = WorkflowState.from_bytes(data) if data is not None else None
     if state is None or state.status not in (RUNNING, PENDING) or state.type not in world.flows:
         return False  # not a run's timer, a run suspended or finished, or a retired type's
+    if world.ownership != "workflow-lease":
+        return True
     holder = world.store.get(keys.owner_holder_key(wf))
-    if holder is None or world.ownership != "workflow-lease":
+    claims: dict[str, Any] = getattr(engine.runtime.fence, "claims", {})
+    claim = claims.get(wf)
+    if claim is not None:
+        # A claim this engine lists but the store no longer names (taken over and released,
+        # or left apart by an ambiguous write): the wake drops it and drives nothing, since
+        # the loss may hide an operator's move (a suspend and resume) the drive must not skip.
+        return bool(claim.holder_bytes == holder)
+    if holder is None:
         return True
     # A wake never takes a claim over, even a lapsed one: the sweep's scan of the claims
-    # index does (ADR 0055), so a run another engine holds waits for that pass.
-    return bool(decode(holder)["engine_id"] == engine.runtime.engine_id)
+    # index does (ADR 0055), so a run another engine holds waits for that pass. Nor does it
+    # drive on a stored holder naming this engine that its registry does not hold.
+    return False
 
 
 def draw_share(rng: random.Random, drawn: Drawn) -> list[Any]:
