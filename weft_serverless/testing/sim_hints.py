@@ -135,12 +135,10 @@ def _free_to_fire(world: HintStage, engine: Engine, hint: TimerHint) -> bool:
         # or left apart by an ambiguous write): the wake drops it and drives nothing, since
         # the loss may hide an operator's move (a suspend and resume) the drive must not skip.
         return bool(claim.holder_bytes == holder)
-    if holder is None:
-        return True
     # A wake never takes a claim over, even a lapsed one: the sweep's scan of the claims
     # index does (ADR 0055), so a run another engine holds waits for that pass. Nor does it
     # drive on a stored holder naming this engine that its registry does not hold.
-    return False
+    return holder is None
 
 
 def draw_share(rng: random.Random, drawn: Drawn) -> list[Any]:
