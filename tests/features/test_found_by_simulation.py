@@ -504,3 +504,26 @@ def test_a_sleep_resumed_while_a_pass_fires_it_still_wakes(driver: str) -> None:
             clock.advance(15.0)
             engine.run_maintenance()
     assert resumer.describe("d-1").status == "completed"
+
+
+def test_a_maintenance_worker_keeps_no_parked_run_whose_timers_another_share_fires() -> None:
+    """``liveness`` (several maintenance workers): an engine that drove a run kept its claim
+    once the run parked, and renewed it at every pass of its share; but its share did not
+    read the shard the run's timer was in, and the worker whose share did left the timer to
+    the claim's holder. The sleep never woke. A worker now releases the parked runs whose
+    timers its share does not fire."""
+    start = 1_767_225_600.0
+    store = MemoryStorage()
+    clock = VirtualClock(start)
+    flows = {"sleeper": workflow("sleeper").execute(_sleeps_ten_seconds)}
+    options: dict[str, Any] = {"ownership": "workflow-lease", "background_tasks": "manual"}
+    holder = Engine.create(store, flows, engine_id="holder", clock=clock, **options)
+    other = Engine.create(store, flows, engine_id="other", clock=clock, recover=False, **options)
+    holder.start("sleeper", id="s-1")
+    assert decode(store.get(keys.owner_holder_key("s-1")) or b"")["engine_id"] == "holder"
+    shard = keys.shard_of("s-1", holder.runtime.shards.timers)
+    for _ in range(6):
+        clock.advance(15.0)
+        holder.run_maintenance(worker=(shard + 1) % 2, workers=2)
+        other.run_maintenance(worker=shard % 2, workers=2)
+    assert holder.describe("s-1").status == "completed"

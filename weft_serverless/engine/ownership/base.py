@@ -277,8 +277,9 @@ class Ownership:
     def renew_all(self) -> None:
         """Renew every held claim now (the invocation heartbeat calls this)."""
 
-    def release_parked(self) -> int:
-        """Release claims of parked workflows (end of a serverless invocation)."""
+    def release_parked(self, keep: Callable[[str], bool] | None = None) -> int:
+        """Release claims of parked workflows (end of a serverless invocation), but those
+        ``keep`` names."""
         return 0
 
     def owner_of(self, workflow_id: str) -> dict[str, object] | None:

@@ -35,8 +35,17 @@ class Takeover(ClaimRegistry):
         self, drive: Drive, exhausted: Callable[[], bool], share: Share = EVERY_SHARD
     ) -> dict[str, int]:
         # Renewals and signal polls concern this engine's own claims, so every worker does
-        # its own; only the scan for expired claims is split by shard.
-        done = {"claims_renewed": self._renew(only_due=True)}
+        # its own; only the scan for expired claims is split by shard. A worker keeps only
+        # the parked runs whose timers its share fires: the holder of a parked run is the
+        # one engine that may fire its timers (a wake elsewhere leaves them to it), so a
+        # claim kept and renewed by a worker that never reads the run's timer shard would
+        # keep them unfired for good. Released, the next wake anywhere claims the run.
+        done: dict[str, int] = {}
+        if share != EVERY_SHARD:
+            done["claims_released"] = self.release_parked(
+                keep=lambda workflow_id: self._fires_timers_of(workflow_id, share)
+            )
+        done["claims_renewed"] = self._renew(only_due=True)
         if not exhausted():
             done["claims_reclaimed"] = self._reclaim(drive, exhausted, share)
         if not exhausted():
@@ -61,6 +70,13 @@ class Takeover(ClaimRegistry):
                 self.deposed(workflow_id, claim)
             renewed += kept is True
         return renewed
+
+    def _fires_timers_of(self, workflow_id: str, share: Share) -> bool:
+        """Whether a pass on ``share`` reads the shard ``workflow_id``'s timers are in (under
+        either count while the counts change)."""
+        layout = self.host.shards
+        counts = (layout.counts, layout.pending or layout.counts)
+        return any(share.owns(keys.shard_of(workflow_id, each.timers)) for each in counts)
 
     def _renew_one(self, workflow_id: str, claim: Claim) -> bool | None:
         """Extend ``claim``'s stored holder: True if renewed, False if refused (the claim was

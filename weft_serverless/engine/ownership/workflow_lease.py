@@ -9,7 +9,7 @@ expiry only decides when another engine may take over (docs/decisions/0004-workf
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -475,10 +475,10 @@ class WorkflowLease(Takeover):
         claim.driving = False
         claim.awaiting = awaiting
 
-    def release_parked(self) -> int:
+    def release_parked(self, keep: Callable[[str], bool] | None = None) -> int:
         released = 0
         for workflow_id, claim in list(self.claims.items()):
-            if claim.driving:
+            if claim.driving or (keep is not None and keep(workflow_id)):
                 continue
             with claim.lock, claim.writes:
                 if self.claims.get(workflow_id) is not claim:
