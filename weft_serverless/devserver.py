@@ -157,12 +157,20 @@ class DevServer:
         self._maintenance = _Container(make_maintenance_handler(engine_factory=lambda: engine))
         self._timer_engine = timer_engine = build_engine(timer_hints=hints)
         timers = _Container(make_timer_hint_handler(engine_factory=lambda: timer_engine))
-        hints.attach(
-            lambda due: timers.invoke(
+
+        def fire(due: Any) -> None:
+            """Hand due hints to the timer worker, and say in the log what they fired, as a
+            maintenance invocation does."""
+            before = timer_engine.runtime.metrics.timers_fired
+            timers.invoke(
                 sqs_event(hint_body(hint) for hint in due),
                 self._context("weft-dev-timers", MAINTENANCE_BUDGET_SECONDS),
             )
-        )
+            fired = timer_engine.runtime.metrics.timers_fired - before
+            if fired:
+                self.log(f"timers: {fired} timer(s) fired at due (hint)")
+
+        hints.attach(fire)
         from werkzeug.serving import make_server
 
         try:

@@ -23,6 +23,7 @@ from weft_serverless.aws import (
     make_maintenance_handler,
     reset_engine,
 )
+from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
 from weft_serverless.storage.dynamodb import DynamoDBStorage
 from weft_serverless.testing import CrashingStorage, SimulatedCrash, VirtualClock
 
@@ -69,7 +70,7 @@ def test_a_crashed_invocation_is_finished_by_the_maintenance_handler(
     assert early["workflows_driven"] == 0
     assert fresh.describe("crashy").status == "running"  # not expired yet: not taken
 
-    clock.advance(EXPIRED)
+    clock.advance(max(EXPIRED, WAKE_GRACE + 1))  # the start's wake-up brings the takeover
     report = maintenance(scheduled_event("evt-late"), LocalContext(55, monotonic))
 
     assert fresh.describe("crashy").status == "completed"

@@ -115,7 +115,9 @@ def test_update_after_the_owner_crashed_waits_for_the_claim_to_expire(
     storage_factory: Opener,
 ) -> None:
     """e1 crashes while holding a parked run: e2's update is refused (retryable) until the
-    claim has expired and e2's maintenance has taken it over; then it succeeds."""
+    claim has expired; then it succeeds. The run has no timer (it waits
+    for an update), so no pass takes it over first: the update's own wake does, and lets it go
+    again when the run parks (the claim lives in the run's head, ADR 0056)."""
     clock = VirtualClock()
     e1 = _engine(storage_factory, CART, "e1", clock)
     e1.start("cart", 1, id=WF)
@@ -125,8 +127,9 @@ def test_update_after_the_owner_crashed_waits_for_the_claim_to_expire(
         e2.update(WF, "add", "apple")
     clock.advance(EXPIRED)
     e2.run_maintenance()
-    assert _holder(e2) == "e2"
+    assert _holder(e2) == "e1"  # expired, and nothing wakes the run before the update
     assert e2.update(WF, "add", "apple") == 1
+    assert _holder(e2) is None  # taken over by the update's wake, released as the run parked
     assert e2.describe(WF).result == ["apple"]
 
 
