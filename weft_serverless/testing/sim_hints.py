@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from weft_serverless.engine.engine import Engine
+from weft_serverless.engine.ownership.base import unpack_epoch
 from weft_serverless.engine.persistence.records import PENDING, RUNNING, WorkflowState
+from weft_serverless.engine.persistence.run_head import holder_record
 from weft_serverless.engine.process.timer_hints import TimerHint
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
@@ -127,17 +129,25 @@ def _free_to_fire(world: HintStage, engine: Engine, hint: TimerHint) -> bool:
         return False  # not a run's timer, a run suspended or finished, or a retired type's
     if world.ownership != "workflow-lease":
         return True
-    holder = world.store.get(keys.owner_holder_key(wf))
+    # Where the store keeps the holder: its own item (layouts 1 and 2) or the run's head
+    # (layout 3, ADR 0056).
+    holder = holder_record(
+        world.store.get(keys.owner_holder_key(wf)), world.store.get(keys.owner_head_key(wf))
+    )
     claims: dict[str, Any] = getattr(engine.runtime.fence, "claims", {})
     claim = claims.get(wf)
     if claim is not None:
         # A claim this engine lists but the store no longer names (taken over and released,
         # or left apart by an ambiguous write): the wake drops it and drives nothing, since
         # the loss may hide an operator's move (a suspend and resume) the drive must not skip.
-        return bool(claim.holder_bytes == holder)
-    # A wake never takes a claim over, even a lapsed one: the sweep's scan of the claims
-    # index does (ADR 0055), so a run another engine holds waits for that pass. Nor does it
-    # drive on a stored holder naming this engine that its registry does not hold.
+        return (
+            holder is not None
+            and holder.get("engine_id") == engine.runtime.engine_id
+            and holder.get("epoch") == unpack_epoch(claim.epoch_bytes)
+        )
+    # A run another engine holds, its claim live or lapsed, is left to that engine or to the
+    # takeover a later wake or pass makes once the claim has lapsed past its grace; nor does a
+    # wake drive on a stored holder naming this engine that its registry does not hold.
     return holder is None
 
 
