@@ -24,6 +24,7 @@ from weft_serverless import (
 )
 from weft_serverless.codec import decode
 from weft_serverless.engine.persistence.records import WorkflowState
+from weft_serverless.engine.persistence.run_head import holder_record
 from weft_serverless.engine.runs import control
 from weft_serverless.errors import StorageUnavailableError
 from weft_serverless.storage import keys
@@ -520,7 +521,10 @@ def test_a_maintenance_worker_keeps_no_parked_run_whose_timers_another_share_fir
     holder = Engine.create(store, flows, engine_id="holder", clock=clock, **options)
     other = Engine.create(store, flows, engine_id="other", clock=clock, recover=False, **options)
     holder.start("sleeper", id="s-1")
-    assert decode(store.get(keys.owner_holder_key("s-1")) or b"")["engine_id"] == "holder"
+    held = holder_record(
+        store.get(keys.owner_holder_key("s-1")), store.get(keys.owner_head_key("s-1"))
+    )
+    assert held is not None and held["engine_id"] == "holder"  # in the head on layout 3
     shard = keys.shard_of("s-1", holder.runtime.shards.timers)
     for _ in range(6):
         clock.advance(15.0)
