@@ -12,14 +12,17 @@ over after an operation is removed is found too.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import ROOT
 
 if TYPE_CHECKING:
     from conftest import Synth, Synthesis
 
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root (a module named ``conftest`` is shared by several test folders,
+so this file does not import it from one)."""
 Route = tuple[str, str]
 DOCUMENT = ROOT / "docs" / "openapi.json"
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
