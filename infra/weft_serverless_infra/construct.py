@@ -24,13 +24,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from weft_serverless_infra import _nag, names
 from weft_serverless_infra.alarms import AlarmThresholds, WeftAlarms
 from weft_serverless_infra.api import WeftApi
-from weft_serverless_infra.functions import WeftFunction
+from weft_serverless_infra.functions import WeftFunction, dead_letter_queue
 from weft_serverless_infra.http_api import WeftHttpApi
 from weft_serverless_infra.run_events import WeftRunEvents
 from weft_serverless_infra.timer_hints import WeftTimerHints
@@ -194,14 +193,7 @@ class WeftServerless(Construct):
             time_to_live_attribute=names.TTL_ATTRIBUTE,
             removal_policy=removal_policy,
         )
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-            removal_policy=removal_policy,
-        )
+        self.dead_letter_queue = dead_letter_queue(self, removal_policy)
         environment = {
             names.TABLE_NAME_ENV: self.table.table_name,
             names.WORKFLOWS_MODULE_ENV: workflows_module,

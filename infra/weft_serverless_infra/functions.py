@@ -134,3 +134,17 @@ class WeftFunction(Construct):
             "Offloaded values are objects named by their content digest at run time, so the "
             "grant covers one key prefix of one bucket and nothing else.",
         )
+
+
+def dead_letter_queue(scope: Construct, removal_policy: RemovalPolicy) -> sqs.Queue:
+    """Where messages that kept failing go (a function's failed async events, timer hints
+    received too often): encrypted, TLS only, kept 14 days. One shape for every such queue
+    of the stack, each its own ``DeadLetterQueue`` under its construct."""
+    return sqs.Queue(
+        scope,
+        "DeadLetterQueue",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(14),
+        removal_policy=removal_policy,
+    )

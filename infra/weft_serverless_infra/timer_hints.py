@@ -19,7 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from weft_serverless_infra import names
-from weft_serverless_infra.functions import WeftFunction
+from weft_serverless_infra.functions import WeftFunction, dead_letter_queue
 
 MAX_RECEIVES = 5
 WORKER_TIMEOUT = Duration.seconds(60)
@@ -49,14 +49,7 @@ class WeftTimerHints(Construct):
         tracing: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-            removal_policy=removal_policy,
-        )
+        self.dead_letter_queue = dead_letter_queue(self, removal_policy)
         self.queue = sqs.Queue(
             self,
             "Queue",

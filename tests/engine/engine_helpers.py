@@ -8,10 +8,10 @@ engine's own view.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
-from weft_serverless import MaintenanceReport, WorkflowDefinition
+from weft_serverless import MaintenanceReport, WorkflowContext, WorkflowDefinition, workflow
 from weft_serverless.codec import decode
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Delete, Key, Op, Put, Storage
@@ -109,3 +109,34 @@ class WriteLog(CrashingStorage):
             if any(isinstance(op, Put) and op.key == key for op in ops):
                 return index
         raise AssertionError(f"no write put {key!r}")
+
+
+# -- the shard-count tests' workload ---------------------------------------------------------
+
+
+def _order(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, str]:
+    yield ctx.sleep("5s")
+    yield ctx.wait_for_signal("ship")
+    return "shipped"
+
+
+ORDER = workflow("order", search_attributes={"customer": str}).execute(_order)
+"""A run that puts an item in every hash-sharded index: a timer, status and attribute
+entries, a claim while driven, and outbox events."""
+
+
+class FixedSink:
+    """An event sink that accepts every event (outbox items leave their shards at the next
+    pass) or refuses every one (they stay where the commits put them)."""
+
+    max_batch = 10
+    max_bytes = 256 * 1024
+
+    def __init__(self, accept: bool) -> None:
+        self.accept = accept
+
+    def publish(self, events: Sequence[Mapping[str, Any]]) -> list[bool]:
+        return [self.accept] * len(events)
+
+    def size_of(self, event: Mapping[str, Any]) -> int:
+        return 100

@@ -6,11 +6,11 @@ claim or entry stranded, under traffic, a crash at any write, and a writer racin
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import pytest
-from engine_helpers import Opener
+from engine_helpers import ORDER, FixedSink, Opener
 
 from weft_serverless import ConfigurationError, Engine, MemoryStorage, WorkflowContext, workflow
 from weft_serverless.engine.persistence import index_entries
@@ -29,28 +29,6 @@ BEYOND = 12  # every partition scanned, past every count, to see nothing stays t
 NAMES = ("customer",)
 
 
-def _order(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, str]:
-    yield ctx.sleep("5s")
-    yield ctx.wait_for_signal("ship")
-    return "shipped"
-
-
-ORDER = workflow("order", search_attributes={"customer": str}).execute(_order)
-
-
-class AcceptingSink:
-    """Takes every event, so outbox items leave their shards at the next pass."""
-
-    max_batch = 10
-    max_bytes = 256 * 1024
-
-    def publish(self, events: Sequence[Mapping[str, Any]]) -> list[bool]:
-        return [True] * len(events)
-
-    def size_of(self, event: Mapping[str, Any]) -> int:
-        return 100
-
-
 def _open(storage: Storage, clock: VirtualClock, **options: Any) -> Engine:
     options.setdefault("shards_refresh", REFRESH)
     return Engine.create(
@@ -60,7 +38,7 @@ def _open(storage: Storage, clock: VirtualClock, **options: Any) -> Engine:
         background_tasks="manual",
         clock=clock,
         recover=False,
-        events=AcceptingSink(),
+        events=FixedSink(accept=True),
         **options,
     )
 

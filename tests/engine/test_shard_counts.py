@@ -5,13 +5,12 @@ refused before anything is written."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from engine_helpers import Opener
+from engine_helpers import ORDER, FixedSink, Opener
 
-from weft_serverless import ConfigurationError, Engine, WorkflowContext, workflow
+from weft_serverless import ConfigurationError, Engine
 from weft_serverless.codec import decode
 from weft_serverless.engine.persistence.records import STATUSES
 from weft_serverless.storage import keys, shard_layout
@@ -22,28 +21,6 @@ CHOSEN = {"timers": 7, "status": 3, "claims": 5, "visibility": 2, "outbox": 6}
 COUNTS = keys.ShardCounts(**CHOSEN)
 RUNS = 12
 BEYOND = 10  # partitions past every count scanned, to see that nothing landed there
-
-
-def _order(ctx: WorkflowContext, _: Any) -> Generator[Any, Any, str]:
-    yield ctx.sleep("5s")
-    yield ctx.wait_for_signal("ship")
-    return "shipped"
-
-
-ORDER = workflow("order", search_attributes={"customer": str}).execute(_order)
-
-
-class RefusingSink:
-    """Refuses every event, so the outbox items stay where the commits put them."""
-
-    max_batch = 10
-    max_bytes = 256 * 1024
-
-    def publish(self, events: Sequence[Mapping[str, Any]]) -> list[bool]:
-        return [False] * len(events)
-
-    def size_of(self, event: Mapping[str, Any]) -> int:
-        return 100
 
 
 class MarkerReads(DelegatingStorage):
@@ -67,7 +44,7 @@ def _open(storage: Storage, clock: VirtualClock, **options: Any) -> Engine:
         background_tasks="manual",
         clock=clock,
         recover=False,
-        events=RefusingSink(),
+        events=FixedSink(accept=False),
         **options,
     )
 
