@@ -13,6 +13,10 @@ shrunk, and reproduced by the printed line, and every snippet of the mutation ta
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,14 +84,45 @@ def test_a_seed_replays_exactly() -> None:
     assert first.violations == second.violations == []
 
 
+def test_a_seed_with_hints_and_several_workers_replays_exactly() -> None:
+    """Hints are taken from the world's queue by a drawn index and shares by a drawn worker:
+    a seed that delivers hints and runs shares still makes the same writes twice."""
+    seed = next(
+        seed
+        for seed in range(100)
+        if (drawn := simulate.generate(seed, steps=60)).workers > 1
+        and drawn.hint_horizon > 0
+        and {"hint", "maintain-share"} <= {action[0] for action in drawn.actions}
+    )
+    scenario = simulate.generate(seed, steps=60)
+    first, second = simulate.run_scenario(scenario), simulate.run_scenario(scenario)
+    assert first.writes == second.writes
+    assert first.violations == second.violations == []
+
+
+def test_a_replay_line_printed_before_hints_and_shares_still_decodes() -> None:
+    """A spec without ``workers`` and ``hint_horizon`` runs as it did: one worker, no hints."""
+    scenario = simulate.generate(5, steps=10)
+    old = {
+        k: v
+        for k, v in dataclasses.asdict(scenario).items()
+        if k not in ("workers", "hint_horizon")
+    }
+    spec = base64.urlsafe_b64encode(zlib.compress(json.dumps(old).encode())).decode()
+    decoded = simulate.decode_scenario(spec)
+    assert (decoded.workers, decoded.hint_horizon) == (1, 0.0)
+    assert decoded.actions == scenario.actions
+
+
 def test_a_scenario_survives_its_replay_encoding() -> None:
     scenario = simulate.generate(11, steps=30, engines=2, backend="sqlite")
     assert simulate.decode_scenario(simulate.encode_scenario(scenario)) == scenario
 
 
 def test_a_planted_defect_is_found_shrunk_and_reproduced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sleep timer written a day late (a lost wake-up) breaks liveness: the harness finds
-    it, shrinks the schedule, and the printed replay line fails the same way."""
+    """A sleep timer written a day late (a lost wake-up) leaves a run stuck on its sleep, or,
+    when something else woke the run, leaves the sleep's timer behind the finished run: the
+    harness finds it, shrinks the schedule, and the printed replay line fails the same way."""
     real_timer_key = keys.timer_key
 
     def late_timer(shards: keys.ShardCounts, due: float, workflow_id: str, tag: str) -> keys.Key:
@@ -104,7 +139,11 @@ def test_a_planted_defect_is_found_shrunk_and_reproduced(monkeypatch: pytest.Mon
     shrunk = failures[0]
     original = simulate.generate(shrunk.scenario.seed, steps=30, faults=[])
     assert len(shrunk.scenario.actions) < len(original.actions)
-    assert any("[liveness]" in v and "(sleep)" in v for v in shrunk.violations)
+    assert any(
+        ("[liveness]" in v and "(sleep)" in v)
+        or ("[finished-runs-keep-no-timers]" in v and "sleep timer" in v)
+        for v in shrunk.violations
+    )
     line = printed[0].splitlines()[-1]
     assert line.startswith("  reproduce: python -m weft_serverless.testing.simulate --replay '")
     replayed = simulate.decode_scenario(line.split("'")[1])
@@ -153,5 +192,10 @@ def test_the_mutation_table_covers_every_feature_of_the_workload() -> None:
         "store-wide lease",
         "children (two levels)",
         "updates racing cancels",
+        "timer hints (early)",
+        "timer hints (firing)",
+        "timer hints (early delivery)",
+        "maintenance shares",
+        "retries (early)",
     ):
         assert feature in features, feature

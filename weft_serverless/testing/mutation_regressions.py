@@ -99,5 +99,13 @@ REGRESSIONS: tuple[Mutation, ...] = (
         "children (parent ended from outside)",
         "a child started while its parent is cancelled or timed out runs on",
     ),
+    Mutation(
+        "found-share-keeps-parked-claims",
+        "engine/ownership/takeover.py",
+        "if share != EVERY_SHARD:",
+        "if False:",
+        "maintenance shares (claims)",
+        "a worker keeps a parked run whose timers only another worker's share reads",
+    ),
 )
 """Every fix the simulation led to, reverted one at a time."""

@@ -19,8 +19,10 @@ from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.persistence.records import TERMINAL, WorkflowState
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
+from weft_serverless.testing import sim_hints as hints
 from weft_serverless.testing import sim_operations as ops
 from weft_serverless.testing.sim_faults import FaultyStorage
+from weft_serverless.testing.sim_hints import PASS_CAP
 from weft_serverless.testing.sim_operations import Drawn, Stage
 from weft_serverless.testing.sim_workload import (
     QUEUED,
@@ -31,7 +33,6 @@ from weft_serverless.testing.sim_workload import (
     retired_workflow,
 )
 
-PASS_CAP = 24  # due timers a maintenance pass reads here: small, so a backlog is cheap to make
 FLOOD_RUNS = PASS_CAP + 1  # runs a flood starts, all timers in one shard: more than a pass reads
 FLOOD_PREFIX = "flood"
 FLOOD_WEIGHT = 0.15
@@ -277,6 +278,10 @@ ACTIONS: dict[str, ActionSpec] = {
     "list": ActionSpec(0.5, ops.draw_list, ops.run_list),
     "bulk": ActionSpec(0.3, ops.draw_bulk, ops.run_bulk),
     "bulk-resume": ActionSpec(0.15, ops.draw_bulk_resume, ops.run_bulk_resume),
+    # Timer hints lost, duplicated, early and reordered; maintenance workers on shares.
+    "hint": ActionSpec(3, hints.draw_hint, hints.run_hint),  # type: ignore[arg-type]
+    "maintain-share": ActionSpec(2, hints.draw_share, hints.run_share),  # type: ignore[arg-type]
+    "share-of": ActionSpec(0, _nothing, hints.run_share_of),  # type: ignore[arg-type]
 }
 """Every action of the workload and the operator: name -> spec. A new action is one entry."""
 

@@ -39,6 +39,17 @@ def _rejects(definition: Any) -> bool:
     return definition.concurrency is not None and definition.concurrency.on_limit == "reject"
 
 
+def at_hint_calls(invariant: str) -> Any:
+    """The table row of an invariant the ``hint`` action judges at its call (``sim_hints``)."""
+
+    def check(world: World) -> list[str]:
+        return list(world.hint_problems.get(invariant, []))
+
+    check.__name__ = invariant.replace("-", "_")
+    check.__doc__ = f"``{invariant}``, judged at each delivered hint (``sim_hints``)."
+    return check
+
+
 def from_model(invariant: str) -> Any:
     """The table row of an invariant ``StoreModel`` checks after every write."""
 

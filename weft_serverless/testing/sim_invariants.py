@@ -311,6 +311,9 @@ INVARIANTS: dict[str, Checker] = {
     "bulk-operations-finish-exactly": checks.bulk_operations_finish_exactly,
     "listings-match-runs": checks.listings_match_runs,
     "maps-respect-their-bound": checks.maps_respect_their_bound,
+    "timers-never-fire-early": from_model("timers-never-fire-early"),
+    "hinted-timers-fire-at-once": checks.at_hint_calls("hinted-timers-fire-at-once"),
+    "early-hints-are-sent-again": checks.at_hint_calls("early-hints-are-sent-again"),
 }
 """Every invariant the simulator checks: name -> checker. A new invariant is one entry."""
 

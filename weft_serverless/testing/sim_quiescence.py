@@ -6,6 +6,11 @@ noted (``timers-fire-in-bounded-passes``), plus the rounds the passes need to re
 backlog of timers no engine can fire (a flood's: ``PASS_CAP`` a pass); the timers of a run
 with a teardown get the teardown's claim on top (60 s): an engine that died running it holds
 the run until then.
+
+A seed with several maintenance workers (``Scenario.workers``) runs its rounds as that
+deployment does: each round, every share (worker ``i`` of ``W``) gets one pass, the engines
+taking them in turn, and every engine runs at least one. So a timer in a shard no share reads
+stays due, and ``timers-fire-in-bounded-passes`` names it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Any, Protocol
 from weft_serverless.engine.teardown import CLAIM_TTL
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
-from weft_serverless.testing.sim_actions import FLOOD_PREFIX, PASS_CAP
+from weft_serverless.testing.sim_actions import FLOOD_PREFIX
+from weft_serverless.testing.sim_hints import PASS_CAP
 
 
 class World(Protocol):
@@ -27,11 +33,14 @@ class World(Protocol):
     now: float
     store: Storage
     late_timers: list[str]
+    workers: int
 
     @property
     def slots(self) -> Sequence[Any]: ...
 
     def act(self, slot: Any, name: str, args: list[Any], *, scope: int) -> None: ...
+
+    def engine(self, slot: Any) -> Any: ...
 
 
 ROUNDS, STEP = 12, 15.0
@@ -48,12 +57,35 @@ def quiesce(world: World) -> None:
     overdue: dict[str, int] = {}
     for _ in range(ROUNDS):
         world.now += STEP
-        for slot in world.slots:
-            world.act(slot, "maintain", [], scope=0)
+        for slot, name, args in _passes(world):
+            world.act(_live(world, slot), name, args, scope=0)
         overdue = {sort: overdue.get(sort, 0) + 1 for sort in _timers(world, due=True)}
         for sort, rounds in overdue.items():
             if rounds == late + (TEARDOWN_LATE - LATE_PASSES if _tearing_down(world, sort) else 0):
                 world.late_timers.append(sort)
+
+
+def _passes(world: World) -> list[tuple[Any, str, list[Any]]]:
+    """One round's passes: every engine's full pass, or with several workers every share
+    once, the engines taking them in turn (an engine that cannot start passes its share on,
+    ``_live``)."""
+    slots, workers = list(world.slots), world.workers
+    if workers <= 1:
+        return [(slot, "maintain", []) for slot in slots]
+    turns = max(len(slots), workers)
+    return [(slots[n % len(slots)], "share-of", [n % workers, workers]) for n in range(turns)]
+
+
+def _live(world: World, slot: Any) -> Any:
+    """``slot``, or the next one whose engine runs: under ``lease`` only the lease's holder
+    starts, and a share must not go unread because its engine could not."""
+    slots = list(world.slots)
+    start = slots.index(slot)
+    for turn in range(len(slots)):
+        other = slots[(start + turn) % len(slots)]
+        if world.engine(other) is not None:
+            return other
+    return slot
 
 
 def _tearing_down(world: World, sort: str) -> bool:

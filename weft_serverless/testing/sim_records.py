@@ -24,6 +24,8 @@ class Scenario:
     ownership: str = "workflow-lease"
     actions: list[list[Any]] = field(default_factory=list)
     faults: list[list[Any]] = field(default_factory=list)
+    workers: int = 1  # maintenance workers sharing the shards (``maintain-share``)
+    hint_horizon: float = 0.0  # each engine's timer hint port's horizon; 0: no port
 
 
 @dataclass(frozen=True)
@@ -58,3 +60,4 @@ class JournalEntry:
     committed: bool
     action: str = ""
     tick: int = 0  # when it landed, on the world's clock of ticks (``World.clock_tick``)
+    clock: float | None = None  # the writing engine's clock when it landed

@@ -15,7 +15,12 @@ from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.persistence.records import FAILED, PENDING, TERMINAL, WorkflowState
-from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, holder_record
+from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, TOMBSTONE, Head, holder_record
+from weft_serverless.engine.persistence.stored_records import (
+    AttemptRecord,
+    OpRecord,
+    PendingRecord,
+)
 from weft_serverless.engine.runs import concurrency
 from weft_serverless.engine.runs.concurrency import is_queued
 from weft_serverless.storage import keys
@@ -38,6 +43,15 @@ CONDITIONAL_RECORDS = {
 }
 EVENT_FAMILIES = (keys.SIGNAL_PREFIX, keys.CHILD_PREFIX, keys.ASYNC_RESULT_PREFIX)
 """Records of events a parked run waits for."""
+
+
+def _written_out_of(wf: str, entry: JournalEntry) -> bool:
+    """Whether a stamped step record in ``entry`` is a write-out of a head's step (not
+    fenced on the run's head or epoch, or in the batch of a head put, as ``sim_steps``
+    tells them apart), which commits nothing."""
+    fences = (keys.owner_epoch_key(wf), keys.owner_head_key(wf))
+    fenced = any(condition.key in fences for condition in entry.conditions)
+    return not fenced or any(op.key == keys.owner_head_key(wf) for op in entry.ops)
 
 
 @dataclass
@@ -71,6 +85,7 @@ class StoreModel:
         self._holders_conditional(where, entry, before)
         self._shared_conditions(where, entry, before)
         self._wake_ups_with_events(where, entry)
+        self._never_early(where, entry)
         for op in entry.ops:
             if isinstance(op, Put):
                 self.store[op.key] = op.value
@@ -301,6 +316,65 @@ class StoreModel:
         if left:
             line = f"{where}: run {new.run} of {wf} kept {left}"
             self.file("continue-carries-nothing-over", line)
+
+    # -- timers never fire early ---------------------------------------------------------
+
+    def _never_early(self, where: str, entry: JournalEntry) -> None:
+        """A sleep completes, and a retry's next attempt starts, only once due on the clock
+        of the engine that wrote it: the pending record (or the failed attempt's) holds the
+        due time, and the journal the writer's clock (a hint or a pass that fires a timer
+        early must not make its step early)."""
+        if entry.clock is None:
+            return
+        for op in entry.ops:
+            wf = keys.dec(op.key.partition[3:]) if op.key.partition.startswith("wf#") else None
+            if wf is None or not isinstance(op, Put):
+                continue
+            sort = op.key.sort
+            if sort.startswith(keys.OP_PREFIX):
+                record = decode(op.value)
+                if isinstance(record, dict) and not record.get(TOMBSTONE):
+                    if FENCE_EPOCH in record and _written_out_of(wf, entry):
+                        continue  # a head's step written out later: committed already
+                    slot = sort[len(keys.OP_PREFIX) :]
+                    self._step_due(where, wf, slot, OpRecord.from_map(record), entry.clock)
+            elif op.key == keys.owner_head_key(wf):
+                head = Head.from_bytes(op.value)
+                old = self.store.get(op.key)
+                was = Head.from_bytes(old) if old is not None else None
+                if head.slot is None or head.record is None:
+                    continue
+                if was is not None and (was.slot, was.record) == (head.slot, head.record):
+                    continue  # carried over by a claim: no new step
+                step = OpRecord.from_map(decode(head.record))
+                self._step_due(where, wf, head.slot, step, entry.clock)
+            elif sort.startswith(keys.ATTEMPT_PREFIX):
+                attempt = AttemptRecord.from_bytes(op.value)
+                slot = sort[len(keys.ATTEMPT_PREFIX) :].rsplit("#", 1)[0]
+                if attempt.started_at is not None:
+                    self._attempt_due(where, wf, slot, attempt.number, attempt.started_at)
+
+    def _step_due(self, where: str, wf: str, slot: str, step: OpRecord, clock: float) -> None:
+        pending = self.store.get(keys.pending_key(wf, slot))
+        if pending is not None:
+            parked = PendingRecord.from_bytes(pending)
+            tag = parked.timer[1].split("#", 2)[2] if parked.timer else ""
+            if parked.due is not None and tag == "s" + slot and not keys.is_due(clock, parked.due):
+                self.file(
+                    "timers-never-fire-early",
+                    f"{where}: sleep {slot} of {wf} due at {parked.due:.3f} ended at {clock:.3f}",
+                )
+        if step.attempt is not None:
+            self._attempt_due(where, wf, slot, step.attempt, clock)
+
+    def _attempt_due(self, where: str, wf: str, slot: str, number: int, at: float) -> None:
+        failed = self.store.get(keys.attempt_key(wf, slot, number - 1)) if number > 1 else None
+        due = AttemptRecord.from_bytes(failed).due if failed is not None else None
+        if due is not None and not keys.is_due(at, due):
+            self.file(
+                "timers-never-fire-early",
+                f"{where}: attempt {number} of {wf} step {slot} due at {due:.3f} ran at {at:.3f}",
+            )
 
     def _updates_applied_once(
         self, where: str, entry: JournalEntry, before: dict[Key, bytes | None]

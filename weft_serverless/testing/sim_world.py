@@ -20,6 +20,7 @@ from typing import Any
 from weft_serverless.engine.engine import Engine
 from weft_serverless.engine.inspection import read_only_engine
 from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
+from weft_serverless.engine.process.timer_hints import TimerHint
 from weft_serverless.errors import WeftError
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Op, Storage
@@ -34,6 +35,7 @@ from weft_serverless.testing.sim_actions import (
 from weft_serverless.testing.sim_commands import HEARTBEAT_TIMEOUT
 from weft_serverless.testing.sim_executor import Hung, SimThreads
 from weft_serverless.testing.sim_faults import FaultyStorage
+from weft_serverless.testing.sim_hints import QueuedHints
 from weft_serverless.testing.sim_observer import Observing
 from weft_serverless.testing.sim_quiescence import quiesce
 from weft_serverless.testing.sim_records import Beat, Execution, JournalEntry, Scenario
@@ -91,6 +93,10 @@ class World(Observing):
         self.floods = 0
         self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds (or more)
         self.known_runs: dict[str, None] = {}  # every run written so far, in order
+        self.workers = max(1, scenario.workers)  # maintenance workers sharing the shards
+        self.hints: list[TimerHint] = []  # hints sent and not delivered yet (a queue)
+        self.hint_problems: dict[str, list[str]] = {}  # by invariant, found at ``hint`` calls
+        self.skews: dict[str, float] = {}  # each engine incarnation's clock error
         self.model: StoreModel | None = None  # the journal replayed (by the invariants)
         self.steps: StepLedger | None = None  # the journal's steps (by the invariants)
         self._observer: Engine | None = None
@@ -121,13 +127,16 @@ class World(Observing):
             self.store, fault_for, self._journal_for(slot), after_write, history_read
         )
         slot.storage = storage
+        options = self.claim_options()
         skew = round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3)  # this incarnation's clock error
         parallel = self.rng.choice(PARALLEL)
+        self.skews[slot.engine_id] = skew
+        if self.scenario.hint_horizon > 0:
+            hints = QueuedHints(self.hints, self.scenario.hint_horizon, lambda: not storage.dead)
+            options["timer_hints"] = hints
 
         def clock() -> float:
             return self.now + skew
-
-        options = self.claim_options()
 
         def create() -> None:
             slot.engine = Engine.create(
@@ -190,8 +199,9 @@ class World(Observing):
 
         def record(conditions: Sequence[Condition], ops: Sequence[Op], ok: bool) -> None:
             action = self.doing[-1][0] if self.doing else ""
+            clock = self.now + self.skews.get(engine_id, 0.0)
             entry = JournalEntry(
-                engine_id, tuple(conditions), tuple(ops), ok, action, self.clock_tick()
+                engine_id, tuple(conditions), tuple(ops), ok, action, self.clock_tick(), clock
             )
             self.journal.append(entry)
             if ok:
@@ -310,6 +320,20 @@ class World(Observing):
             for slot in self.slots:
                 if slot is not stalled:
                     self.act(slot, "maintain", [], scope=0)
+
+    def disturbances(self) -> int:
+        """A count that moves whenever anything but the acting engine's own call happens
+        (a fault fired, another engine moved, an engine stalled or died)."""
+        return len(self.fired) + self.moves + sum(slot.faults for slot in self.slots)
+
+    def also(self, name: str, args: list[Any]) -> None:
+        """The next engine carries out an action right after the acting one's (one level
+        deep, as a preemption): e.g. a second maintenance worker on an overlapping share."""
+        if len(self.acting) != 1:
+            return
+        slot = self.slots[(self.acting[-1].index + 1) % len(self.slots)]
+        with own_activity_context():
+            self.act(slot, name, args, scope=0)
 
     def clock_tick(self) -> int:
         """A sequence number for ordering what happened (drive starts, runs, operator moves)."""

@@ -44,6 +44,12 @@ EVENTS_PER_ACTION = {
     "activity": 1.5,
     "invocation-end": 0.5,
 }
+MAX_WORKERS = 4
+"""A seed draws how many maintenance workers share the shards (1 to this): ``maintain-share``
+and the passes at quiescence run worker ``i`` of them."""
+HINT_HORIZONS = (0.0, 2.0, 10.0, 60.0, 900.0)
+"""A seed draws its engines' hint horizon (0: no hint port, as a deployment without hints);
+900 s is SQS's longest delay, the construct's."""
 _dynamodb_endpoint: str | None = None
 
 
@@ -84,7 +90,9 @@ def generate(
     actions = random_actions(rng, steps, engines, weights)
     events = {counter: round(steps * per) for counter, per in EVENTS_PER_ACTION.items()}
     plan = random_plan(rng, enabled_faults(faults), fault_rate, events)  # type: ignore[arg-type]
-    return Scenario(seed, backend, engines, mode, actions, plan)
+    workers = rng.randint(1, MAX_WORKERS)
+    horizon = rng.choice(HINT_HORIZONS)
+    return Scenario(seed, backend, engines, mode, actions, plan, workers, horizon)
 
 
 @contextmanager
