@@ -3,7 +3,9 @@
 Twelve rounds, 15 s apart, in which every engine runs a maintenance pass; the liveness
 invariants judge what is left. A timer that stays due through ``LATE_PASSES`` rounds is
 noted (``timers-fire-in-bounded-passes``), plus the rounds the passes need to read past a
-backlog of timers no engine can fire (a flood's: ``PASS_CAP`` a pass); the timers of a run
+backlog of timers no engine can fire (a flood's: ``PASS_CAP`` a pass, counted per share when
+several workers split the shards, ``backlog_rounds``, which the checks of schedules and of
+finished runs' timers allow too); the timers of a run
 with a teardown get the teardown's claim on top (60 s): an engine that died running it holds
 the run until then.
 
@@ -16,12 +18,14 @@ stays due, and ``timers-fire-in-bounded-passes`` names it.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from weft_serverless.engine.teardown import CLAIM_TTL
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Storage
+from weft_serverless.storage.keys.shards import Share
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
 from weft_serverless.testing.sim_hints import PASS_CAP
 
@@ -33,6 +37,7 @@ class World(Protocol):
     now: float
     store: Storage
     late_timers: list[str]
+    backlog_rounds: int
     workers: int
 
     @property
@@ -52,8 +57,8 @@ def quiesce(world: World) -> None:
     """Stop faults, bring every engine back and let time run on, maintaining on each;
     note every timer that stays due too long."""
     world.faults_on = False
-    backlog = sum(1 for _ in _timers(world, flooded=True))
-    late = LATE_PASSES + math.ceil(backlog / (PASS_CAP * len(world.slots)))
+    world.backlog_rounds = _backlog_rounds(world)
+    late = LATE_PASSES + world.backlog_rounds
     overdue: dict[str, int] = {}
     for _ in range(ROUNDS):
         world.now += STEP
@@ -63,6 +68,31 @@ def quiesce(world: World) -> None:
         for sort, rounds in overdue.items():
             if rounds == late + (TEARDOWN_LATE - LATE_PASSES if _tearing_down(world, sort) else 0):
                 world.late_timers.append(sort)
+
+
+def _backlog_rounds(world: World) -> int:
+    """Rounds the passes need to read past the flood's backlog, ``PASS_CAP`` timers a pass.
+
+    With one worker every engine's pass reads every shard, so the round's passes share the
+    whole backlog. With several, a shard's timers are read only by the passes of the share
+    that owns it: the share with the most backlog for the passes it gets sets the bound (a
+    backlog piled in one share is read one pass a round, however many engines there are).
+    """
+    flooded = Counter(shard for shard, _ in _shard_timers(world, flooded=True))
+    if world.workers <= 1:
+        return math.ceil(sum(flooded.values()) / (PASS_CAP * len(world.slots)))
+    passes = Counter(args[0] for _, _, args in _passes(world))
+    return max(
+        math.ceil(
+            sum(
+                count
+                for shard, count in flooded.items()
+                if Share(worker, world.workers).owns(shard)
+            )
+            / (PASS_CAP * turns)
+        )
+        for worker, turns in passes.items()
+    )
 
 
 def _passes(world: World) -> list[tuple[Any, str, list[Any]]]:
@@ -96,8 +126,15 @@ def _tearing_down(world: World, sort: str) -> bool:
 def _timers(world: World, *, due: bool = False, flooded: bool = False) -> Iterator[str]:
     """Timers (only the due ones, with ``due``) of runs that are not a flood's, or (with
     ``flooded``) only of a flood's (a flood waits for takeovers by design)."""
+    return (sort for _, sort in _shard_timers(world, due=due, flooded=flooded))
+
+
+def _shard_timers(
+    world: World, *, due: bool = False, flooded: bool = False
+) -> Iterator[tuple[int, str]]:
+    """``_timers`` with the shard each is stored in."""
     bound = keys.timer_due_bound(world.now) if due else None
     for shard in range(keys.TIMER_SHARDS):
         for sort, _ in world.store.scan(keys.timer_partition(shard), lt=bound):
             if keys.dec(sort.split("#")[1]).startswith(FLOOD_PREFIX) == flooded:
-                yield sort
+                yield shard, sort

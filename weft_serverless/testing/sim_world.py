@@ -92,6 +92,7 @@ class World(Observing):
         self.faults_on = True
         self.floods = 0
         self.late_timers: list[str] = []  # timers still due after LATE_PASSES rounds (or more)
+        self.backlog_rounds = 0  # rounds of passes quiescence allows for the flood's backlog
         self.known_runs: dict[str, None] = {}  # every run written so far, in order
         self.workers = max(1, scenario.workers)  # maintenance workers sharing the shards
         self.hints: list[TimerHint] = []  # hints sent and not delivered yet (a queue)
