@@ -1,6 +1,8 @@
 """The end of every scenario: faults stop, every engine comes back, and time runs on.
 
-Twelve rounds, 15 s apart, in which every engine runs a maintenance pass; the liveness
+Twelve rounds, 15 s apart (and one more for each round a flood's backlog takes to read,
+``backlog_rounds``, so that runs whose timers wait behind it still get their rounds), in
+which every engine runs a maintenance pass; the liveness
 invariants judge what is left. A timer that stays due through ``LATE_PASSES`` rounds is
 noted (``timers-fire-in-bounded-passes``), plus the rounds the passes need to read past a
 backlog of timers no engine can fire (a flood's: ``PASS_CAP`` a pass, counted per share when
@@ -60,7 +62,7 @@ def quiesce(world: World) -> None:
     world.backlog_rounds = _backlog_rounds(world)
     late = LATE_PASSES + world.backlog_rounds
     overdue: dict[str, int] = {}
-    for _ in range(ROUNDS):
+    for _ in range(ROUNDS + world.backlog_rounds):
         world.now += STEP
         for slot, name, args in _passes(world):
             world.act(_live(world, slot), name, args, scope=0)
