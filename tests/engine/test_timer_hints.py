@@ -288,3 +288,42 @@ def _fired_writes() -> int:
     crashing.writes = 0
     te.engine.fire_timer_hints(port.take())
     return crashing.writes
+
+
+class _Announcing(RecordingTimerHints):
+    """Records like its parent, and says when a hint for ``key_part`` has been sent."""
+
+    def __init__(self, key_part: str) -> None:
+        super().__init__()
+        self.key_part = key_part
+        self.arrived = threading.Event()
+
+    def send(self, hints: Any) -> None:
+        super().send(hints)
+        if any(self.key_part in hint.sort for hint in hints):
+            self.arrived.set()
+
+
+def _race_then_sleep(ctx: Any, _input: Any) -> Any:
+    yield ctx.race(ctx.run("tick", "race"), ctx.sleep(5.0))
+    yield ctx.sleep(7.0)
+    return "done"
+
+
+def test_a_background_drive_sends_its_hints_together_when_it_ends() -> None:
+    """Automatic mode's background driver drives outside any engine call: its commits' hints
+    are held until the drive ends, as an engine call's are. The race's sleep, armed and then
+    deleted when the step won, is never hinted; the drive's one batch holds the sleep it
+    parked on (per commit, this run sent the lost sleep's hint first, in a batch of its own)."""
+    from weft_serverless import Engine
+
+    port = _Announcing("#r1#s00000001")
+    flows = {"racer": workflow("racer").activities(tick=_tick).execute(_race_then_sleep)}
+    with Engine.create(
+        MemoryStorage(), flows, background_tasks="automatic", timer_hints=port
+    ) as engine:
+        engine.start("racer", id="r1")  # returns at once; the background driver drives
+        assert port.arrived.wait(10)
+        sent = [hint.sort.split("#", 1)[1] for hint in port.sent]
+    assert sent == ["r1#wake", "r1#s00000001"], sent  # the start's call, then the drive's
+    assert port.batches == [1, 1]

@@ -107,6 +107,14 @@ class Dispatcher:
                 self._queue.append((workflow_id, kind))
 
     def _drive_with_retries(self, workflow_id: str, kind: str, swallow_errors: bool) -> str:
+        """One drive, its lost commits retried. The timer hints its commits make are sent
+        together when it ends (ADR 0054): inside an engine call they wait for the call's end
+        as before, and a drive no call holds (automatic mode's background driver) batches
+        them too, instead of one send per commit."""
+        with self._rt.hints.scope():
+            return self._drive_guarded(workflow_id, kind, swallow_errors)
+
+    def _drive_guarded(self, workflow_id: str, kind: str, swallow_errors: bool) -> str:
         def attempt(why: str) -> str:
             request = DriveRequest()
             explicit = why == "resume"
