@@ -27,7 +27,7 @@ from weft_serverless.storage.base import Put
 from weft_serverless.testing import sim_checks as checks
 from weft_serverless.testing.sim_actions import FLOOD_PREFIX
 from weft_serverless.testing.sim_checks import from_model
-from weft_serverless.testing.sim_quiescence import LATE_PASSES
+from weft_serverless.testing.sim_quiescence import LATE_PASSES, STEP
 from weft_serverless.testing.sim_steps import StepLedger, workflow_of
 from weft_serverless.testing.sim_workload import COMMANDS, Where
 from weft_serverless.testing.sim_world import RENEW, World
@@ -166,8 +166,10 @@ def every_run_has_a_way_forward(world: World) -> list[str]:
     for wf, state in states.items():
         if state.status in TERMINAL or state.status == SUSPENDED or _flooded(wf):
             continue
-        if state.created_at > world.now - YOUNG:
-            continue  # started in the last minute (a schedule fires on): still on its way
+        if state.created_at > world.now - YOUNG - world.backlog_rounds * STEP:
+            # Started in the last minute (a schedule fires on), or in the rounds before it
+            # that a flood's backlog may hold each of its timers back: still on its way.
+            continue
         if state.status == PENDING and (state.extra.get("concurrency") or {}).get("queued"):
             continue  # waits for a slot: ``no-run-queued-behind-a-free-slot`` judges that
         if state.status == PENDING:
@@ -205,7 +207,7 @@ def _flooded(wf: str) -> bool:
 def _stale_timers_and_claims(world: World, states: dict[str, WorkflowState]) -> list[str]:
     problems = []
     for shard in range(keys.TIMER_SHARDS):
-        bound = keys.timer_due_bound(world.now - 60.0)
+        bound = keys.timer_due_bound(world.now - 60.0 - world.backlog_rounds * STEP)
         for sort, _ in world.store.scan(keys.timer_partition(shard), lt=bound):
             wf = keys.dec(sort.split("#")[1])
             state = states.get(wf)
