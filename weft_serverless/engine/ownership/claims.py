@@ -110,6 +110,8 @@ class ClaimRegistry(Ownership):
         self.heads = False  # new runs get a head: the store's marker says layout 2 (bootstrap)
         # Layout 3: the holder is part of the head; no holder item, no claims-index entry.
         self.inline_holder = False
+        # Layout 4: a top-level park is carried in the head too (ADR 0058).
+        self.inline_park = False
         self.claims: dict[str, Claim] = {}
         self._cooldown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()

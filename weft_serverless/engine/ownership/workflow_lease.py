@@ -16,9 +16,10 @@ from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership.base import (
-    HOLDER_LAYOUT,
+    INLINE_HOLDER_LAYOUTS,
     LAYOUTS,
     NO_LOCK,
+    PARK_LAYOUT,
     EngineDeposedError,
     Fragment,
     Mode,
@@ -59,7 +60,8 @@ class WorkflowLease(Takeover):
     def bootstrap(self) -> None:
         layout = establish_mode(self.host, self.mode)
         self.heads = layout in LAYOUTS
-        self.inline_holder = layout == HOLDER_LAYOUT
+        self.inline_holder = layout in INLINE_HOLDER_LAYOUTS
+        self.inline_park = layout == PARK_LAYOUT
         if self.host.storage.capabilities().concurrent_requests and self.overlap is None:
             self.overlap = Overlap()  # its threads start at the first write-out, not here
 
@@ -175,6 +177,28 @@ class WorkflowLease(Takeover):
             claim.head, claim.unwritten = new, (step,)
             if self.overlap is not None:  # overlaps the next step's own work
                 self._send(workflow_id, claim, step)
+        return True
+
+    def parks_on_head(self, workflow_id: str) -> bool:
+        claim = self.claims.get(workflow_id)
+        return self.inline_park and claim is not None and claim.head is not None
+
+    def park_on_head(self, workflow_id: str, slot: str, pending: bytes) -> bool:
+        """Park the run's top-level step ``slot`` on ``pending``: one conditional put of the
+        head, carrying the pending record, on the bytes this claim last wrote (layout 4,
+        ADR 0058). The steps still inline are written out first, as before any write of the
+        run; the head keeps its holder (the claim is released when the drive ends)."""
+        claim = self.claims.get(workflow_id)
+        if claim is None or claim.head is None:
+            raise EngineDeposedError(workflow_id)
+        key = keys.owner_head_key(workflow_id)
+        with claim.writes:
+            self.flush(workflow_id)
+            new = Head.from_bytes(claim.head).parked(slot, pending)
+            fence = [Condition(key, claim.head)]  # the park is fenced as a plain step is
+            if not self.host.write(fence, [Put(key, new)]):
+                return False
+            claim.head = new
         return True
 
     def _rider(self, claim: Claim, slot: str, record: bytes) -> Unwritten | None:

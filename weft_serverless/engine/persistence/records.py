@@ -245,6 +245,12 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
     if h.head is not None:
         h.void_ops, h.unwritten = run_head.settle(h.head, h.ops, h.replayed)
+        parked = run_head.Head.from_bytes(h.head).park()
+        if parked is not None and parked[0] not in h.pending:  # the park a head carries
+            slot, pending = parked
+            h.pending[slot] = PendingRecord.from_map(
+                decode_record(pending, f"the park of workflow {workflow_id!r}")
+            )
         for step in h.unwritten:
             if step.expected is None:  # no item in the scan
                 slotted.append((keys.OP_PREFIX + step.slot, step.slot))
