@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import pytest
 from ownership_support import (
     TAKEOVER,
     Calls,
@@ -37,6 +38,9 @@ from weft_serverless.testing import (
     SimulatedCrash,
     VirtualClock,
 )
+
+# Where a batch is one commit however many items it holds (SQLite), the park stays one batch.
+pytestmark = pytest.mark.backends("memory", "dynamodb", "dynamodb-http")
 
 Gen = Iterator[Any]
 SLEEP_SLOT = keys.step_slot(1)
@@ -263,6 +267,29 @@ def test_a_store_of_layout_3_parks_in_a_transaction_as_before(storage_factory: O
         if any(op.key.sort.startswith(keys.PENDING_PREFIX) for op in w.ops)
     )
     assert park.committed and park.condition_on(keys.owner_head_key("w")) is not None
+    clock.advance(10)
+    engine.run_maintenance()
+    engine.signal("w", "go", 5)
+    assert engine.get_handle("w").result() == 7
+
+
+@pytest.mark.backends("sqlite")
+def test_on_sqlite_a_park_stays_one_batch(storage_factory: Opener) -> None:
+    """One commit however many items: the park is the pending item, its timer and the
+    wake-up's deletes in one batch, as on layout 3 (three separate writes would cost three)."""
+    clock, calls, journal = VirtualClock(), Calls(), Journal()
+    engine = make_engine(storage_factory, between(calls), "e1", clock, journal=journal)
+    with engine.invocation(time_left=lambda: 60.0, heartbeat=False):
+        engine.start("flow", 1, id="w")
+    store = storage_factory()
+    assert head_of(store, "w").park() is None
+    assert pending_items(store, "w") == [keys.PENDING_PREFIX + SLEEP_SLOT]
+    park = next(
+        w
+        for w in journal.writes
+        if any(op.key.sort.startswith(keys.PENDING_PREFIX) for op in w.ops)
+    )
+    assert park.committed and keys.wake_key("w") in {op.key for op in park.ops}
     clock.advance(10)
     engine.run_maintenance()
     engine.signal("w", "go", 5)

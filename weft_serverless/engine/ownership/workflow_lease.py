@@ -180,8 +180,12 @@ class WorkflowLease(Takeover):
         return True
 
     def parks_on_head(self, workflow_id: str) -> bool:
+        """Layout 4, where a transaction bills each item: on a store whose batch is one
+        commit however many items it holds (SQLite), the park stays one batch (ADR 0051)."""
+        if not self.inline_park or self.host.storage.capabilities().cheap_multi_item_batch:
+            return False
         claim = self.claims.get(workflow_id)
-        return self.inline_park and claim is not None and claim.head is not None
+        return claim is not None and claim.head is not None
 
     def park_on_head(self, workflow_id: str, slot: str, pending: bytes) -> bool:
         """Park the run's top-level step ``slot`` on ``pending``: one conditional put of the
