@@ -239,6 +239,13 @@ class Ownership:
         plain steps on its head (its op records carry it); None otherwise."""
         return None
 
+    def prefetched(self, workflow_id: str) -> list[tuple[str, bytes]] | None:
+        """The rows of ``workflow_id``'s partition the wake that claimed it read, when they
+        still are the run's history (the claim landed on the head they held and nothing was
+        written since), so the drive need not read them again; None otherwise. Handed out
+        once."""
+        return None
+
     def commit_on_head(
         self,
         workflow_id: str,

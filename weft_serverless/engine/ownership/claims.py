@@ -115,6 +115,8 @@ class ClaimRegistry(Ownership):
         self.claims: dict[str, Claim] = {}
         self._cooldown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
+        # The partition a wake read before its claim landed, for the drive (ADR 0058).
+        self._prefetched: dict[str, tuple[Claim, bytes, list[tuple[str, bytes]]]] = {}
 
     @property
     def renew_interval(self) -> float:

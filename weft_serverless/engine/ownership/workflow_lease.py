@@ -426,7 +426,11 @@ class WorkflowLease(Takeover):
                 f"workflow {workflow_id!r}: {kind} wake discarded by its claim, which this "
                 "engine no longer holds; it is decided afresh",
             )
-        owner = self._read_owner(workflow_id)
+        rows = list(self.host.storage.scan(keys.workflow_partition(workflow_id)))
+        found = dict(rows)
+        owner = OwnerRecords(
+            found.get(keys.OWNER_EPOCH), found.get(keys.OWNER_HOLDER), found.get(keys.OWNER_HEAD)
+        )
         state_bytes = self.host.storage.get(keys.state_key(workflow_id))
         state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
         if state is None or state.status != RUNNING:
@@ -447,9 +451,38 @@ class WorkflowLease(Takeover):
             ):
                 return self._retained(workflow_id, kind, state, holder, explicit)
         if self._try_claim(workflow_id, owner, outcome, None):
-            self.claims[workflow_id].driving = True
+            claim = self.claims[workflow_id]
+            claim.driving = True
+            if (
+                holder is None
+                and owner.head is not None  # a run without a head gets one with its claim
+                and found.get(keys.STATE) == state_bytes
+                and claim.head is not None
+            ):
+                self._prefetched[workflow_id] = (claim, claim.head, rows)
             return "drive"
         return self._retained(workflow_id, kind, self._status(workflow_id), None, explicit)
+
+    def prefetched(self, workflow_id: str) -> list[tuple[str, bytes]] | None:
+        """The partition a wake read before its claim landed, as the drive's history (ADR
+        0058): one Query where the wake read the owner items and the drive the partition.
+
+        Only after an acquire (the head named no holder): no writer can have committed on
+        the head that was read, since every commit of a run is fenced on a head naming its
+        holder, so the claim landing on that head proves the rows read before it are the
+        history. After a takeover the deposed holder may still have committed beside that
+        head (a transaction checking it) between the read and the claim: the drive reads
+        again. And only while the claim has written nothing since: its head is the one it
+        landed. The state was read after the head, as an acquire requires, and must match
+        the partition's copy. The head row becomes the claim's; a run read without a head (one
+        started under mode ``none``) gets its head with the claim, and is read again."""
+        found = self._prefetched.pop(workflow_id, None)
+        if found is None:
+            return None
+        claim, head, rows = found
+        if self.claims.get(workflow_id) is not claim or claim.head != head:
+            return None
+        return [(sort, head if sort == keys.OWNER_HEAD else value) for sort, value in rows]
 
     def _retained(
         self,
@@ -494,6 +527,7 @@ class WorkflowLease(Takeover):
         ``status`` is ``"error"`` when the drive raised: the stored holder is still ours, so
         the claim stays registered to be renewed or released, never silently leaked.
         """
+        self._prefetched.pop(workflow_id, None)  # not taken: a drive that read nothing
         claim = self.claims.get(workflow_id)
         if claim is None:
             return
