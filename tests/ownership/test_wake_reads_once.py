@@ -19,6 +19,7 @@ from ownership_support import (
     Calls,
     Journal,
     Opener,
+    RecordingStorage,
     fencing_violations,
     make_engine,
     timers_of,
@@ -191,3 +192,74 @@ def test_after_a_takeover_the_drive_reads_the_partition_again(storage_factory: O
     survivor.signal("w", "go", 5)
     assert survivor.get_handle("w").result() == 7
     assert calls.count("a") == 1 and calls.count("b") == 1
+
+
+class HeadReads(DelegatingStorage):
+    """Counts point reads of ``workflow_id``'s head; runs ``hook`` once, right after the
+    first conditional batch that lands once ``armed``."""
+
+    def __init__(self, inner: Storage, workflow_id: str) -> None:
+        super().__init__(inner)
+        self.head = keys.owner_head_key(workflow_id)
+        self.reads = 0
+        self.hook: Callable[[], None] | None = None
+
+    def _get(self, key: Any) -> bytes | None:
+        if key == self.head:
+            self.reads += 1
+        return super()._get(key)
+
+    def _conditional_batch(self, conditions: Any, ops: Any) -> bool:
+        landed = super()._conditional_batch(conditions, ops)
+        if landed and self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return landed
+
+
+def test_a_start_drives_on_its_claim_without_reading_the_head_back(
+    storage_factory: Opener,
+) -> None:
+    """The start's batch carries the claim; its drive reads the partition (the head with
+    it) and no head apart, then parks, and the run goes on as before."""
+    clock, calls = VirtualClock(), Calls()
+    counted = HeadReads(storage_factory(), "w")
+    engine = make_engine(lambda: counted, between(calls), "e1", clock)
+    with engine.invocation(time_left=lambda: 60.0, heartbeat=False):
+        engine.start("flow", 1, id="w")
+    assert counted.reads == 0  # the wake read it back before (a GetItem), ADR 0058
+    assert calls.count("a") == 1
+    clock.advance(10)
+    with engine.invocation(time_left=lambda: 60.0, heartbeat=False):
+        engine.run_maintenance()
+        engine.signal("w", "go", 5)
+    assert engine.get_handle("w").result() == 7
+    assert calls.count("a") == 1 and calls.count("b") == 1
+
+
+def test_a_start_taken_over_before_its_drive_runs_nothing(storage_factory: Opener) -> None:
+    """Between the start's batch and its drive, another engine takes the run over (its
+    wake-up, once the claim expired) and drives it: the start's drive reads a head of
+    another epoch and runs nothing, and every step ran once, fenced."""
+    clock, calls, journal = VirtualClock(), Calls(), Journal()
+    flows = between(calls)
+    # the hook runs outside the journal's record of the start batch (its lock is not shared)
+    racing = HeadReads(RecordingStorage(storage_factory(), "starter", journal), "w")
+    starter = make_engine(lambda: racing, flows, "starter", clock)
+    other = make_engine(storage_factory, flows, "other", clock, journal=journal, recover=False)
+
+    def taken_over() -> None:
+        clock.advance(TAKEOVER)
+        other.run_maintenance()
+
+    racing.hook = taken_over
+    with starter.invocation(time_left=lambda: 60.0, heartbeat=False):
+        starter.start("flow", 1, id="w")
+    assert racing.hook is None
+    assert calls.count("a") == 1
+    clock.advance(10)
+    other.run_maintenance()
+    other.signal("w", "go", 5)
+    assert other.get_handle("w").result() == 7
+    assert calls.count("a") == 1 and calls.count("b") == 1
+    assert fencing_violations(journal) == []

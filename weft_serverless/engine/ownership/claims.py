@@ -54,6 +54,10 @@ class Claim:
     renewed_at: float
     driving: bool = False
     landed: bool = False
+    # Layout 3 on: the start or resume batch carrying this claim just landed and no wake has
+    # used it yet. The first wake drives without reading the head back: the drive's read of
+    # the partition carries the head, and ``confirm_history`` refuses one not of this epoch.
+    fresh: bool = False
     awaiting: frozenset[str] = frozenset()
     head: bytes | None = None
     unwritten: tuple[Unwritten, ...] = ()

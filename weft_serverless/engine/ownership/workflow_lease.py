@@ -308,6 +308,7 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is not None:
             claim.landed = True
+            claim.fresh = self.inline_holder and claim.head is not None
 
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
@@ -415,6 +416,13 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is not None:
             with claim.lock, claim.writes:
+                if claim.fresh and self.claims.get(workflow_id) is claim:
+                    # The first wake after the batch that carried the claim (a start): the
+                    # head is read with the partition by the drive, which runs nothing on a
+                    # head of another epoch (``confirm_history``; ADR 0058).
+                    claim.fresh = False
+                    claim.driving = True
+                    return "drive"
                 head = self.host.storage.get(keys.owner_head_key(workflow_id))
                 ours = self.claims.get(workflow_id) is claim
                 if ours and head is not None and head == claim.head:
