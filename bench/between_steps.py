@@ -17,6 +17,14 @@ Scenarios, per run:
   clean-up pass after the end; and its ten steps, as the difference from the same run
   without steps.
 
+Each run is measured twice: its sleep fired by the maintenance sweep (``fired sleep``), and
+as the deployed stack fires it by default (ADR 0054), through a timer hint handed to the
+timer hint function (``make_timer_hint_handler``, a third container): ``fired sleep
+(hint)``. The hour's sleep is beyond SQS's 15 minute horizon, so its hint is sent by the
+pass that sees it come within reach (not counted) and the hint function fires it when it
+falls due. Only that run's functions have a hint queue: with one, every pass also reads the
+timers coming within reach, four reads more than the idle pass printed here.
+
 A pass is counted above the idle pass measured just before it (the shard reads every pass
 makes whatever is due). Run: ``python bench/between_steps.py`` (about 10 s); ``--modes``,
 ``--detail`` (per-request lines).
@@ -46,9 +54,11 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "WeftBench")
 
 from wire_meter import Bill, WireMeter
 
-from weft_serverless import Engine, lambda_events, workflow
+from weft_serverless import Engine, TimerHint, lambda_events, workflow
 from weft_serverless.aws import LocalContext, make_api_handler, make_maintenance_handler
 from weft_serverless.aws.runtime import build_engine
+from weft_serverless.aws.timers import make_timer_hint_handler
+from weft_serverless.hint_ports import SQS_MAX_DELAY, hint_body
 from weft_serverless.storage.dynamodb import DynamoDBStorage
 from weft_serverless.storage.dynamodb_meter import MeterSnapshot
 from weft_serverless.testing import VirtualClock, moto_dynamodb
@@ -105,31 +115,54 @@ class Phase:
     adapter: MeterSnapshot
 
 
-class Deployment:
-    """An API function and a maintenance function, each its own container, on one table."""
+class HintQueue:
+    """The timer hint queue, held here: what the functions sent, for the bench to deliver."""
 
-    def __init__(self, moto: Any, ownership: str, meter: WireMeter) -> None:
+    horizon = SQS_MAX_DELAY
+
+    def __init__(self) -> None:
+        self.sent: list[TimerHint] = []
+
+    def send(self, hints: Any) -> None:
+        self.sent += hints
+
+
+class Deployment:
+    """An API function, a maintenance function and a timer hint function, each its own
+    container, on one table."""
+
+    def __init__(self, moto: Any, ownership: str, meter: WireMeter, hinted: bool) -> None:
         self.meter = meter
         self.clock = VirtualClock()
         self.monotonic = Monotonic()
+        self.queue = HintQueue()
         table = moto.create_table()
-        self.storages = [DynamoDBStorage(table, client=moto.client) for _ in range(2)]
+        self.storages = [DynamoDBStorage(table, client=moto.client) for _ in range(3)]
         self.engines: list[Engine] = [
             build_engine(
-                storage=storage, workflows=WORKFLOWS, clock=self.clock, ownership=ownership
+                storage=storage,
+                workflows=WORKFLOWS,
+                clock=self.clock,
+                ownership=ownership,
+                timer_hints=self.queue if hinted else None,
             )
             for storage in self.storages
         ]
-        api_engine, maintenance_engine = self.engines
+        api_engine, maintenance_engine, hint_engine = self.engines
         timing = {"sleep": self.monotonic.sleep, "monotonic": self.monotonic}
         self.api = make_api_handler(engine_factory=lambda: api_engine, **timing)
         self.maintenance = make_maintenance_handler(
             engine_factory=lambda: maintenance_engine, tick_seconds=0, **timing
         )
+        self.hints = make_timer_hint_handler(
+            engine_factory=lambda: hint_engine, wait=self.clock.advance
+        )
 
     def adapter(self) -> MeterSnapshot:
-        first, second = (storage.meter.snapshot() for storage in self.storages)
-        return plus(first, second)
+        summed = MeterSnapshot()
+        for storage in self.storages:
+            summed = plus(summed, storage.meter.snapshot())
+        return summed
 
     @contextlib.contextmanager
     def measured(self, name: str, out: list[Phase]) -> Iterator[None]:
@@ -150,14 +183,28 @@ class Deployment:
         event = lambda_events.scheduled_event("us-east-1")
         return self.maintenance(event, LocalContext(55.0, self.monotonic))
 
+    def deliver_hints(self) -> dict[str, Any]:
+        """Hand what the queue holds to the timer hint function, as one SQS batch."""
+        records = [
+            {"messageId": str(number), "body": hint_body(hint)}
+            for number, hint in enumerate(self.queue.sent)
+        ]
+        self.queue.sent = []
+        response = self.hints({"Records": records}, LocalContext(55.0, self.monotonic))
+        assert not response["batchItemFailures"], response
+        return response
+
     def close(self) -> None:
         for engine in self.engines:
             engine.close()
 
 
-def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[Phase]:
-    """One run as Lambda runs it; phases: start, idle, fire, signal, idle, clean-up."""
-    deployment = Deployment(moto, ownership, meter)
+def whole_run(
+    moto: Any, ownership: str, steps: int, meter: WireMeter, hinted: bool = False
+) -> list[Phase]:
+    """One run as Lambda runs it; phases: start, idle, fire, signal, idle, clean-up. With
+    ``hinted`` its sleep is fired through a timer hint, not by the sweep."""
+    deployment = Deployment(moto, ownership, meter, hinted)
     phases: list[Phase] = []
     spec = {"counts": split(steps), "bytes": RESULT_BYTES}
     with deployment.measured("start", phases):
@@ -167,10 +214,22 @@ def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[P
     deployment.clock.advance(60.0)
     with deployment.measured("idle pass", phases):
         deployment.run_pass()
-    deployment.clock.advance(SLEEP)
-    with deployment.measured("fire pass", phases):
-        fired = deployment.run_pass()
-    assert fired["timers_fired"] == 1, fired
+    if hinted:
+        early = SQS_MAX_DELAY - 60.0  # within the sweep's re-hint window before the horizon
+        deployment.clock.advance(SLEEP - 60.0 - early)
+        deployment.queue.sent = []
+        deployment.run_pass()  # the sleep comes within reach: this pass sends its hint
+        assert len(deployment.queue.sent) == 1, deployment.queue.sent
+        deployment.clock.advance(early)
+        with deployment.measured("fire pass", phases):
+            deployment.deliver_hints()
+        assert deployment.engines[0].describe("run-0").status == "running"
+    else:
+        deployment.clock.advance(SLEEP)
+        with deployment.measured("fire pass", phases):
+            fired = deployment.run_pass()
+        assert fired["timers_fired"] == 1, fired
+    deployment.queue.sent = []  # the signal drives the run inline: its hint is not needed
     with deployment.measured("signal", phases):
         deployment.call_api("POST", "/workflows/run-0/signals/go", {"payload": None})
     status = deployment.engines[0].describe("run-0").status
@@ -185,16 +244,20 @@ def whole_run(moto: Any, ownership: str, steps: int, meter: WireMeter) -> list[P
     return phases
 
 
-def between(phases: list[Phase]) -> dict[str, Phase]:
-    """Each entry point's share of one run: passes above the idle pass just before them."""
+def between(phases: list[Phase], hinted: bool = False) -> dict[str, Phase]:
+    """Each entry point's share of one run: passes above the idle pass just before them (a
+    hint is counted whole: the hint function reads no shard)."""
     named = {phase.name: phase for phase in phases}
     fire, idle = named["fire pass"], named["idle pass"]
-    fired = fire.wire - idle.wire
-    fired.sent = fire.wire.sent  # listed whole by --detail: the idle pass's reads included
+    if hinted:
+        fired, fired_adapter = fire.wire, fire.adapter
+    else:
+        fired, fired_adapter = fire.wire - idle.wire, fire.adapter - idle.adapter
+        fired.sent = fire.wire.sent  # listed whole by --detail: the idle pass's reads included
     cleanup, idle2 = named["clean-up pass"], named["idle pass 2"]
     return {
         "start": named["start"],
-        "fired sleep": Phase("fired sleep", fired, fire.adapter - idle.adapter),
+        "fired sleep": Phase("fired sleep", fired, fired_adapter),
         "signal to the end": named["signal"],
         "clean-up": Phase("clean-up", cleanup.wire - idle2.wire, cleanup.adapter - idle2.adapter),
         "idle pass": idle,
@@ -268,14 +331,31 @@ def report(mode: str, moto: Any, meter: WireMeter, detail: bool) -> None:
             whole_run(moto, mode, STEPS, meter)
         ),
     }
+    hinted = {
+        title: between(whole_run(moto, mode, steps, meter, hinted=True), hinted=True)
+        for title, steps in zip(runs, (0, STEPS), strict=True)
+    }
     for title, parts in runs.items():
         print(f"\n{title}")
-        for name, phase in [*parts.items(), ("whole run", total(parts))]:
+        through_hint = hinted[title]
+        rows = [
+            *parts.items(),
+            ("whole run", total(parts)),
+            ("fired sleep (hint)", through_hint["fired sleep"]),
+            ("whole run (hint)", total(through_hint)),
+        ]
+        for name, phase in rows:
             print(figures(name, phase))
             if detail or name != "idle pass":
                 for line in breakdown(phase):
                     print(line)
-            if detail and name in ("start", "fired sleep", "signal to the end", "idle pass"):
+            if detail and name in (
+                "start",
+                "fired sleep",
+                "signal to the end",
+                "idle pass",
+                "fired sleep (hint)",
+            ):
                 for line in requests(phase):
                     print(line)
     bare, stepped = (total(parts) for parts in runs.values())

@@ -133,3 +133,88 @@ def test_idle_pass_probes_cost_one_read_unit_a_shard(storage_factory: Opener) ->
     used = meter.snapshot() - before
     assert (used.requests, used.read_units) == (keys.TIMER_SHARDS, keys.TIMER_SHARDS)
     engine.close()
+
+
+def twice(ctx, _):  # type: ignore[no-untyped-def]
+    yield ctx.sleep("1m")
+    yield ctx.sleep("10m")
+    return "woke twice"
+
+
+TWICE = workflow("twice").execute(twice)
+
+
+def test_a_pass_that_fires_reads_each_timer_shard_once(storage_factory: Opener) -> None:
+    """A pass that fires a sleep knows its ``next_due`` without reading the shards again:
+    the timer the fired run's drive armed (its next sleep) is noted as it is committed, and
+    the probes saw the other shards' earliest timers (ADR 0058)."""
+    clock = VirtualClock()
+    storage = storage_factory()
+    engine = Engine.create(
+        storage,
+        {"twice": TWICE, "nap": NAP},
+        background_tasks="manual",
+        clock=clock,
+        recover=False,
+    )
+    engine.start("twice", id="twice-0")
+    engine.start("nap", id="nap-0")
+    started = clock()
+    clock.advance(61.0)
+    timer_reads = _count_timer_reads(storage)
+    report = engine.run_maintenance()
+    assert report.timers_fired == 1
+    assert len(timer_reads) == keys.TIMER_SHARDS  # the probes, and no read after firing
+    assert len(set(timer_reads)) == keys.TIMER_SHARDS
+    # the fired run armed its 10 minute sleep: earlier than the nap's hour
+    assert report.next_due == pytest.approx(clock() + 600, abs=1.0)
+    assert report.next_due < started + 3600
+    engine.close()
+
+
+def _count_timer_reads(storage: object) -> list[str]:
+    """The timer partitions ``storage`` is asked to scan from now on, one entry a scan."""
+    reads: list[str] = []
+    scan = storage.scan  # type: ignore[attr-defined]
+
+    def counted(partition: str, *args: object, **kwargs: object) -> object:
+        if keys.is_timer_partition(partition):
+            reads.append(partition)
+        return scan(partition, *args, **kwargs)
+
+    storage.scan = counted  # type: ignore[attr-defined]
+    return reads
+
+
+def test_a_pass_that_read_a_shard_past_its_probe_reads_that_shard_again(
+    storage_factory: Opener,
+) -> None:
+    """A shard with more due timers than a probe holds was read up to the due bound only:
+    what lies behind is not known, so that shard alone is read again for ``next_due``."""
+    clock = VirtualClock()
+    storage = storage_factory()
+    engine = Engine.create(
+        storage, {"nap": NAP}, background_tasks="manual", clock=clock, recover=False
+    )
+    ids = [f"nap-{index}" for index in range(200)]
+    for workflow_id in ids:
+        engine.start("nap", id=workflow_id)
+    clock.advance(3600.0 - 30.0)
+    late = "late-nap"
+    engine.start("nap", id=late)  # due half a minute after the others
+    engine.run_maintenance()  # fires nothing: the shard marker's copy is read again here
+    clock.advance(31.0)
+    counts = [0] * keys.TIMER_SHARDS
+    for workflow_id in ids:
+        counts[keys.shard_of(workflow_id, keys.TIMER_SHARDS)] += 1
+    assert max(counts) > PROBE_TIMERS
+    timer_reads = _count_timer_reads(storage)
+    report = engine.run_maintenance()
+    assert report.timers_fired == len(ids) and not report.cut_short
+    full = {keys.timer_partition(n) for n, count in enumerate(counts) if count >= PROBE_TIMERS}
+    for number in range(keys.TIMER_SHARDS):
+        partition = keys.timer_partition(number)
+        # a full shard: its probe, its read on to the due bound, its read for next_due
+        assert timer_reads.count(partition) == (3 if partition in full else 1), partition
+    assert report.next_due == pytest.approx(clock() - 31.0 + 3600.0, abs=1.0)  # the late nap
+    engine.close()

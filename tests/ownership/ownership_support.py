@@ -22,7 +22,7 @@ from typing import Any
 
 from weft_serverless import Engine, WorkflowDefinition
 from weft_serverless.codec import decode, encode
-from weft_serverless.engine.ownership import HEAD_LAYOUT, unpack_epoch
+from weft_serverless.engine.ownership import HEAD_LAYOUT, HOLDER_LAYOUT, unpack_epoch
 from weft_serverless.engine.ownership.base import stored_owner
 from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, TOMBSTONE, Head
 from weft_serverless.engine.persistence.wakeups import WAKE_GRACE
@@ -441,6 +441,17 @@ def layout_2(open_storage: Opener) -> Opener:
     """Open the test's store as a release of layout 2 set it up (``workflow-lease@2``: a
     holder item and a claims-index entry per claim, ADR 0037), so its runs keep that layout
     under this release (ADR 0056). Tests that read those items name this layout."""
+    return marked_as(open_storage, HEAD_LAYOUT)
+
+
+def layout_3(open_storage: Opener) -> Opener:
+    """Open the test's store as a release of layout 3 set it up (``workflow-lease@3``: the
+    holder in the head, a park written as a pending item in a transaction, ADR 0056)."""
+    return marked_as(open_storage, HOLDER_LAYOUT)
+
+
+def marked_as(open_storage: Opener, layout: str) -> Opener:
+    """Open the test's store with its ownership marker set to ``layout`` if none is."""
     marked: list[bool] = []
 
     def open_marked() -> Storage:
@@ -448,7 +459,7 @@ def layout_2(open_storage: Opener) -> Opener:
         if not marked:
             key = keys.meta_key(keys.OWNERSHIP_MODE)
             if handle.get(key) is None:
-                handle.put(key, encode({"mode": HEAD_LAYOUT, "established_at": DEFAULT_START}))
+                handle.put(key, encode({"mode": layout, "established_at": DEFAULT_START}))
             marked.append(True)
         return handle
 

@@ -32,7 +32,7 @@ from ownership_support import (
 )
 
 from weft_serverless import Engine, read_owner, workflow
-from weft_serverless.engine.ownership import HOLDER_LAYOUT
+from weft_serverless.engine.ownership import PARK_LAYOUT
 from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import Condition, Key, Op, Storage
@@ -99,7 +99,7 @@ def test_a_fresh_store_carries_the_holder_in_the_head(storage_factory: Opener) -
     assert (released.slot, released.record) == (head.slot, head.record)
     assert claim_records(store, "w") == []
     marker = engine.runtime.fence.host.storage.get(keys.meta_key(keys.OWNERSHIP_MODE))
-    assert marker is not None and HOLDER_LAYOUT.encode() in marker
+    assert marker is not None and PARK_LAYOUT.encode() in marker
 
 
 def test_a_wake_acquires_with_one_put_of_the_head_and_no_transaction(

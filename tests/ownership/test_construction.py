@@ -27,7 +27,7 @@ from ownership_support import (
 )
 
 from weft_serverless import ConfigurationError, Engine, workflow
-from weft_serverless.engine.ownership import HOLDER_LAYOUT
+from weft_serverless.engine.ownership import PARK_LAYOUT
 from weft_serverless.engine.ownership.base import marker_mode
 from weft_serverless.errors import OwnershipModeMismatchError
 from weft_serverless.storage import keys
@@ -48,7 +48,7 @@ class WithoutConditionalBatches(RecordingStorage):
 def stored(mode: str) -> str:
     """The marker a fresh store gets for ``mode``: workflow-lease stores are set up with the
     run-head layout (ADR 0037), which engines of earlier releases refuse."""
-    return HOLDER_LAYOUT if mode == "workflow-lease" else mode
+    return PARK_LAYOUT if mode == "workflow-lease" else mode
 
 
 def dying_flow(calls: Calls) -> dict[str, Any]:

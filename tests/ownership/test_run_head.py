@@ -33,7 +33,7 @@ from ownership_support import (
 from weft_serverless import Engine, RetryPolicy, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.inspection import read_history
-from weft_serverless.engine.ownership import HOLDER_LAYOUT
+from weft_serverless.engine.ownership import PARK_LAYOUT
 from weft_serverless.engine.persistence.records import load_history
 from weft_serverless.engine.persistence.run_head import FENCE_EPOCH, REFERENCE, TOMBSTONE, Head
 from weft_serverless.errors import WorkflowNotFoundError
@@ -544,7 +544,7 @@ def test_a_store_set_up_by_an_earlier_release_keeps_committing_as_it_did(
 def test_a_fresh_store_is_marked_with_the_head_layout(storage_factory: Opener) -> None:
     engine_on(storage_factory(), {}, "e1", VirtualClock()).close()
     marker = storage_factory().get(keys.meta_key(keys.OWNERSHIP_MODE))
-    assert marker is not None and decode(marker)["mode"] == HOLDER_LAYOUT
+    assert marker is not None and decode(marker)["mode"] == PARK_LAYOUT
 
 
 @pytest.mark.backends("dynamodb")

@@ -15,8 +15,12 @@ A timer of a run another engine holds on a live claim is not moved: its owner fi
 Each shard is first read with a small probe, unbounded above: its earliest timers. The
 first one not due ends the shard, and its due time is the shard's share of ``next_due``;
 so a pass with nothing due costs one read per timer shard whatever the number of parked runs,
-and ``next_due`` costs nothing more (ADR 0039). Only a pass that found something due reads
-``next_due`` again after firing, since firing deletes timers and its drives arm new ones.
+and ``next_due`` costs nothing more (ADR 0039). A pass that fired knows it too without reading
+the shards again (ADR 0058): the earliest of what its probes saw not yet due, the timers it
+read and left stored, and the timers its own drives armed (``watch_armed``). Only a shard read
+past its probe, or a pass cut short, is read again for it. A timer another engine arms while
+the pass runs is not in it, as it was not in a re-read that came before that timer: the
+background driver waits at most ``POLL_INTERVAL`` and the deployed stack hints such a timer.
 
 A pass may be one worker's of several (``Share``: the shards ``s % W == i`` of the timer,
 claim and outbox indexes) and may fire several runs at once (``parallel``, one run to a
@@ -44,6 +48,7 @@ from weft_serverless.engine.drive.run_loop import BUSY, COLLECT, DEPOSED, RETAIN
 from weft_serverless.engine.persistence.stored_records import TimerRecord
 from weft_serverless.engine.persistence.timers import firing_order, timer_value
 from weft_serverless.engine.process.telemetry import skip_unsupported
+from weft_serverless.engine.process.timer_hints import watch_armed
 from weft_serverless.engine.runs import admission, control, outbox, retention
 from weft_serverless.engine.runs.commit import delete_fenced, write_moves
 from weft_serverless.engine.runtime import Budget, Runtime, logger
@@ -76,9 +81,16 @@ class MaintenanceReport:
     next_due: float | None = None
     cut_short: bool = False
     parts: dict[str, int] = field(default_factory=dict)
+    _reread: set[int] = field(default_factory=set, repr=False, compare=False)
+    """Shards read past their probe: what lies after the due ones is not known (internal)."""
+
+    def _note_due(self, due: float) -> None:
+        self.next_due = due if self.next_due is None else min(self.next_due, due)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        del found["_reread"]
+        return found
 
 
 def fire_due_timers(
@@ -102,6 +114,7 @@ def fire_due_timers(
             timer = TimerRecord.from_map(decode_record(value, f"timer {sort!r} in {partition!r}"))
         except UnsupportedSchemaVersionError as exc:
             skip_unsupported(rt.metrics, exc)
+            report._note_due(keys.timer_due_of(sort))  # left stored, still due
             continue
         entry = (Key(partition, sort), keys.timer_due_of(sort), timer.kind)
         due.setdefault(timer.workflow_id, []).append(entry)
@@ -133,6 +146,8 @@ def _settle(
             continue
         if outcome in KEPT:
             report.parts["timers_retained"] = report.parts.get("timers_retained", 0) + len(timers)
+            for _, due, _ in timers:  # left stored (a capped pass may move them later)
+                report._note_due(due)
             retained += [(key, workflow_id, kind, backoffs[key]) for key, _, kind in timers]
             continue
         if outcome != COLLECT:
@@ -225,14 +240,14 @@ def _earliest_due(
         last = ""
         for sort, value in rt.storage.scan(partition, limit=PROBE_TIMERS):
             if sort >= bound:
-                due = keys.timer_due_of(sort)
-                report.next_due = due if report.next_due is None else min(report.next_due, due)
+                report._note_due(keys.timer_due_of(sort))
                 return
             read += 1
             last = sort
             yield sort, partition, value
         if read < PROBE_TIMERS:
             return  # the probe read the whole shard
+        report._reread.add(number)
         for sort, value in rt.storage.scan(partition, gt=last, lt=bound, limit=cap - read):
             yield sort, partition, value
 
@@ -365,9 +380,13 @@ def _fire(
     return dispatcher.run(workflow_id, "+".join(sorted(wake)))
 
 
-def next_due(rt: Runtime, share: Share = EVERY_SHARD) -> float | None:
+def next_due(rt: Runtime, share: Share = EVERY_SHARD, only: set[int] | None = None) -> float | None:
+    """The earliest timer stored in ``share``'s shards (``only`` those of them, if given):
+    one read of a shard each."""
     earliest: float | None = None
     for shard in share.of(rt.shards_to_read.timers):
+        if only is not None and shard not in only:
+            continue
         for sort, _ in rt.storage.scan(keys.timer_partition(shard), limit=1):
             due = keys.timer_due_of(sort)
             earliest = due if earliest is None else min(earliest, due)
@@ -388,21 +407,30 @@ def run_maintenance(
     rt.time.hold_at_least(moment)
     report = MaintenanceReport(now=moment)
     report.parts.update(rt.fence.maintain(dispatcher.run, budget.exhausted, share))
-    probed = False
+    known = False
     if not budget.exhausted():
         cutoff = rt.clock_guard.timer_cutoff(moment)
-        # Nothing was due: the probes of every shard read their earliest timer, so next_due
-        # is known already. Otherwise firing deleted timers and armed others: read it again.
-        probed = fire_due_timers(rt, dispatcher, cutoff, report, budget, share, parallel) == 0
+        # The probes read each shard's earliest timer not due, the pass notes what it left
+        # stored and what its drives armed: next_due is known without reading the shards
+        # again, unless the pass stopped short of what it read (module docstring).
+        with watch_armed() as armed:
+            fire_due_timers(rt, dispatcher, cutoff, report, budget, share, parallel)
+        known = not report.cut_short
+        if armed.earliest is not None:
+            report._note_due(armed.earliest)
     else:
         report.cut_short = True
     if not budget.exhausted():
         report.parts.update(
             outbox.publish(rt, share)
         )  # after the timers: their terminal events too
-    if not probed:
+    if not known:
         report.next_due = None
         if not budget.exhausted():
             report.next_due = next_due(rt, share)
+    elif report._reread:
+        rest = next_due(rt, share, report._reread)
+        if rest is not None:
+            report._note_due(rest)
     logger.debug("maintenance: %s", report)
     return report

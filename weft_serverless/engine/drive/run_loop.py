@@ -25,6 +25,7 @@ from weft_serverless.engine.persistence.records import (
     RUNNING,
     History,
     error_record,
+    history_of,
     load_history,
 )
 from weft_serverless.engine.process.parked_runs import ParkedRun, close_parked
@@ -92,7 +93,10 @@ def _drive_once(
     request: DriveRequest,
     fields: RunFields,
 ) -> str | None:
-    history = load_history(rt.storage, workflow_id)
+    rows = rt.fence.prefetched(workflow_id)  # read by the wake's claim (ADR 0058)
+    history = (
+        load_history(rt.storage, workflow_id) if rows is None else history_of(workflow_id, rows)
+    )
     if history is None or history.state.status != RUNNING:
         rt.parked.discard(workflow_id)
         return None if history is None else history.state.status

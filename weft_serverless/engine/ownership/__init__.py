@@ -12,6 +12,7 @@ from collections.abc import Callable
 from weft_serverless.engine.ownership.base import (
     HEAD_LAYOUT,
     HOLDER_LAYOUT,
+    PARK_LAYOUT,
     Drive,
     EngineDeposedError,
     Fragment,
@@ -31,6 +32,7 @@ from weft_serverless.engine.ownership.workflow_lease import WorkflowLease
 __all__ = [
     "HEAD_LAYOUT",
     "HOLDER_LAYOUT",
+    "PARK_LAYOUT",
     "Drive",
     "EngineDeposedError",
     "EngineLeaseLost",

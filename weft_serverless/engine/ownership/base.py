@@ -42,7 +42,13 @@ HOLDER_LAYOUT = "workflow-lease@3"
 """The marker of a workflow-lease store whose runs carry their claim's holder in the head
 (ADR 0056): a claim is one conditional put of the head, with no holder item and no
 claims-index entry. An engine of layout 2 reads no holder there, so it refuses the store."""
-LAYOUTS = (HEAD_LAYOUT, HOLDER_LAYOUT)
+PARK_LAYOUT = "workflow-lease@4"
+"""The marker of a workflow-lease store whose runs also carry the pending record of the step
+they park on in their head (ADR 0058): a park is a plain put of its timer and one
+conditional put of the head. An engine of layout 3 would not see that park (it would park
+the step again, later), so it refuses the store."""
+INLINE_HOLDER_LAYOUTS = (HOLDER_LAYOUT, PARK_LAYOUT)
+LAYOUTS = (HEAD_LAYOUT, HOLDER_LAYOUT, PARK_LAYOUT)
 Verdict = Literal["drive", "retain", "collect"]
 Drive = Callable[[str, str], object]
 """Drives a workflow now (id, why); what maintenance hands ``Ownership.maintain``."""
@@ -233,6 +239,13 @@ class Ownership:
         plain steps on its head (its op records carry it); None otherwise."""
         return None
 
+    def prefetched(self, workflow_id: str) -> list[tuple[str, bytes]] | None:
+        """The rows of ``workflow_id``'s partition the wake that claimed it read, when they
+        still are the run's history (the claim landed on the head they held and nothing was
+        written since), so the drive need not read them again; None otherwise. Handed out
+        once."""
+        return None
+
     def commit_on_head(
         self,
         workflow_id: str,
@@ -244,6 +257,16 @@ class Ownership:
         """Commit a plain step as the run's new head; False when the head was not as this
         claim left it. Only called when ``commit_epoch`` is not None."""
         raise NotImplementedError(f"mode {self.mode!r} has no run heads")
+
+    def parks_on_head(self, workflow_id: str) -> bool:
+        """Whether the run parks a top-level step in its head (``park_on_head``)."""
+        return False
+
+    def park_on_head(self, workflow_id: str, slot: str, pending: bytes) -> bool:
+        """Park the top-level step ``slot`` on ``pending``: one conditional put of the run's
+        head (ADR 0058); False when the head was not as this claim left it. Only called
+        when ``parks_on_head`` is True."""
+        raise NotImplementedError(f"mode {self.mode!r} parks no step on a head")
 
     def flush(self, workflow_id: str) -> None:
         """Write out what a head commit left inline, before any other write of the run."""
@@ -363,10 +386,10 @@ def marker_mode(stored: object) -> str:
 def establish_mode(host: OwnerHost, mode: Mode) -> str:
     """Gates 1 and 2: conditional batches available, and one mode per store (marker CAS).
 
-    Returns the marker's mode as stored: a workflow-lease store is ``HOLDER_LAYOUT`` when
-    this release set it up, or ``HEAD_LAYOUT`` or plain ``workflow-lease`` when an earlier
-    one did (its runs then keep the layout that release wrote, so engines of both releases
-    may share it)."""
+    Returns the marker's mode as stored: a workflow-lease store is ``PARK_LAYOUT`` when
+    this release set it up, or ``HOLDER_LAYOUT``, ``HEAD_LAYOUT`` or plain
+    ``workflow-lease`` when an earlier one did (its runs then keep the layout that release
+    wrote, so engines of both releases may share it)."""
     if not host.storage.capabilities().conditional_batch:
         raise ConfigurationError(
             f"ownership={mode!r} needs a storage with conditional batches; "
@@ -376,7 +399,7 @@ def establish_mode(host: OwnerHost, mode: Mode) -> str:
     for _ in range(5):
         record = read_marker(host)
         if record is None:
-            stored = HOLDER_LAYOUT if mode == "workflow-lease" else mode
+            stored = PARK_LAYOUT if mode == "workflow-lease" else mode
             marker = encode({"mode": stored, "established_at": host.now()})
             if host.write([Condition(key, None)], [Put(key, marker)]):
                 return stored

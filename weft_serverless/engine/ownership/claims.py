@@ -54,6 +54,10 @@ class Claim:
     renewed_at: float
     driving: bool = False
     landed: bool = False
+    # Layout 3 on: the start or resume batch carrying this claim just landed and no wake has
+    # used it yet. The first wake drives without reading the head back: the drive's read of
+    # the partition carries the head, and ``confirm_history`` refuses one not of this epoch.
+    fresh: bool = False
     awaiting: frozenset[str] = frozenset()
     head: bytes | None = None
     unwritten: tuple[Unwritten, ...] = ()
@@ -110,9 +114,13 @@ class ClaimRegistry(Ownership):
         self.heads = False  # new runs get a head: the store's marker says layout 2 (bootstrap)
         # Layout 3: the holder is part of the head; no holder item, no claims-index entry.
         self.inline_holder = False
+        # Layout 4: a top-level park is carried in the head too (ADR 0058).
+        self.inline_park = False
         self.claims: dict[str, Claim] = {}
         self._cooldown: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
+        # The partition a wake read before its claim landed, for the drive (ADR 0058).
+        self._prefetched: dict[str, tuple[Claim, bytes, list[tuple[str, bytes]]]] = {}
 
     @property
     def renew_interval(self) -> float:

@@ -16,9 +16,10 @@ from typing import Any
 
 from weft_serverless.codec import decode
 from weft_serverless.engine.ownership.base import (
-    HOLDER_LAYOUT,
+    INLINE_HOLDER_LAYOUTS,
     LAYOUTS,
     NO_LOCK,
+    PARK_LAYOUT,
     EngineDeposedError,
     Fragment,
     Mode,
@@ -59,7 +60,8 @@ class WorkflowLease(Takeover):
     def bootstrap(self) -> None:
         layout = establish_mode(self.host, self.mode)
         self.heads = layout in LAYOUTS
-        self.inline_holder = layout == HOLDER_LAYOUT
+        self.inline_holder = layout in INLINE_HOLDER_LAYOUTS
+        self.inline_park = layout == PARK_LAYOUT
         if self.host.storage.capabilities().concurrent_requests and self.overlap is None:
             self.overlap = Overlap()  # its threads start at the first write-out, not here
 
@@ -177,6 +179,32 @@ class WorkflowLease(Takeover):
                 self._send(workflow_id, claim, step)
         return True
 
+    def parks_on_head(self, workflow_id: str) -> bool:
+        """Layout 4, where a transaction bills each item: on a store whose batch is one
+        commit however many items it holds (SQLite), the park stays one batch (ADR 0051)."""
+        if not self.inline_park or self.host.storage.capabilities().cheap_multi_item_batch:
+            return False
+        claim = self.claims.get(workflow_id)
+        return claim is not None and claim.head is not None
+
+    def park_on_head(self, workflow_id: str, slot: str, pending: bytes) -> bool:
+        """Park the run's top-level step ``slot`` on ``pending``: one conditional put of the
+        head, carrying the pending record, on the bytes this claim last wrote (layout 4,
+        ADR 0058). The steps still inline are written out first, as before any write of the
+        run; the head keeps its holder (the claim is released when the drive ends)."""
+        claim = self.claims.get(workflow_id)
+        if claim is None or claim.head is None:
+            raise EngineDeposedError(workflow_id)
+        key = keys.owner_head_key(workflow_id)
+        with claim.writes:
+            self.flush(workflow_id)
+            new = Head.from_bytes(claim.head).parked(slot, pending)
+            fence = [Condition(key, claim.head)]  # the park is fenced as a plain step is
+            if not self.host.write(fence, [Put(key, new)]):
+                return False
+            claim.head = new
+        return True
+
     def _rider(self, claim: Claim, slot: str, record: bytes) -> Unwritten | None:
         """The unwritten step the next head may carry beside the new one, so that its
         write-out need not land first: only where requests overlap, and only when both
@@ -280,6 +308,7 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is not None:
             claim.landed = True
+            claim.fresh = self.inline_holder and claim.head is not None
 
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
@@ -387,6 +416,13 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is not None:
             with claim.lock, claim.writes:
+                if claim.fresh and self.claims.get(workflow_id) is claim:
+                    # The first wake after the batch that carried the claim (a start): the
+                    # head is read with the partition by the drive, which runs nothing on a
+                    # head of another epoch (``confirm_history``; ADR 0058).
+                    claim.fresh = False
+                    claim.driving = True
+                    return "drive"
                 head = self.host.storage.get(keys.owner_head_key(workflow_id))
                 ours = self.claims.get(workflow_id) is claim
                 if ours and head is not None and head == claim.head:
@@ -398,7 +434,11 @@ class WorkflowLease(Takeover):
                 f"workflow {workflow_id!r}: {kind} wake discarded by its claim, which this "
                 "engine no longer holds; it is decided afresh",
             )
-        owner = self._read_owner(workflow_id)
+        rows = list(self.host.storage.scan(keys.workflow_partition(workflow_id)))
+        found = dict(rows)
+        owner = OwnerRecords(
+            found.get(keys.OWNER_EPOCH), found.get(keys.OWNER_HOLDER), found.get(keys.OWNER_HEAD)
+        )
         state_bytes = self.host.storage.get(keys.state_key(workflow_id))
         state = None if state_bytes is None else WorkflowState.from_bytes(state_bytes)
         if state is None or state.status != RUNNING:
@@ -419,9 +459,38 @@ class WorkflowLease(Takeover):
             ):
                 return self._retained(workflow_id, kind, state, holder, explicit)
         if self._try_claim(workflow_id, owner, outcome, None):
-            self.claims[workflow_id].driving = True
+            claim = self.claims[workflow_id]
+            claim.driving = True
+            if (
+                holder is None
+                and owner.head is not None  # a run without a head gets one with its claim
+                and found.get(keys.STATE) == state_bytes
+                and claim.head is not None
+            ):
+                self._prefetched[workflow_id] = (claim, claim.head, rows)
             return "drive"
         return self._retained(workflow_id, kind, self._status(workflow_id), None, explicit)
+
+    def prefetched(self, workflow_id: str) -> list[tuple[str, bytes]] | None:
+        """The partition a wake read before its claim landed, as the drive's history (ADR
+        0058): one Query where the wake read the owner items and the drive the partition.
+
+        Only after an acquire (the head named no holder): no writer can have committed on
+        the head that was read, since every commit of a run is fenced on a head naming its
+        holder, so the claim landing on that head proves the rows read before it are the
+        history. After a takeover the deposed holder may still have committed beside that
+        head (a transaction checking it) between the read and the claim: the drive reads
+        again. And only while the claim has written nothing since: its head is the one it
+        landed. The state was read after the head, as an acquire requires, and must match
+        the partition's copy. The head row becomes the claim's; a run read without a head (one
+        started under mode ``none``) gets its head with the claim, and is read again."""
+        found = self._prefetched.pop(workflow_id, None)
+        if found is None:
+            return None
+        claim, head, rows = found
+        if self.claims.get(workflow_id) is not claim or claim.head != head:
+            return None
+        return [(sort, head if sort == keys.OWNER_HEAD else value) for sort, value in rows]
 
     def _retained(
         self,
@@ -466,6 +535,7 @@ class WorkflowLease(Takeover):
         ``status`` is ``"error"`` when the drive raised: the stored holder is still ours, so
         the claim stays registered to be renewed or released, never silently leaked.
         """
+        self._prefetched.pop(workflow_id, None)  # not taken: a drive that read nothing
         claim = self.claims.get(workflow_id)
         if claim is None:
             return

@@ -7,7 +7,7 @@ encoded as bytes inside them: their size is checked once, and replay decodes onl
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,10 +213,16 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     Every record is checked for a schema version this release reads before any is used, so a
     partition holding a newer release's record raises ``UnsupportedSchemaVersionError``.
     """
+    return history_of(workflow_id, storage.scan(keys.workflow_partition(workflow_id)))
+
+
+def history_of(workflow_id: str, rows: Iterable[tuple[str, bytes]]) -> History | None:
+    """The history the rows of a workflow's partition hold, in sort order (``load_history``
+    reads them; a claim that read them before it landed hands them on, ADR 0058)."""
     state_bytes: bytes | None = None
     h = History(_PLACEHOLDER, b"")
     slotted: list[tuple[str, str]] = []
-    for sort, value in storage.scan(keys.workflow_partition(workflow_id)):
+    for sort, value in rows:
         if sort.startswith(_REPLAYED):
             h.replayed[sort] = value
         family, _, rest = sort.partition("#")
@@ -245,6 +251,12 @@ def load_history(storage: Storage, workflow_id: str) -> History | None:
     h.state, h.state_bytes = WorkflowState.from_bytes(state_bytes), state_bytes
     if h.head is not None:
         h.void_ops, h.unwritten = run_head.settle(h.head, h.ops, h.replayed)
+        parked = run_head.Head.from_bytes(h.head).park()
+        if parked is not None and parked[0] not in h.pending:  # the park a head carries
+            slot, pending = parked
+            h.pending[slot] = PendingRecord.from_map(
+                decode_record(pending, f"the park of workflow {workflow_id!r}")
+            )
         for step in h.unwritten:
             if step.expected is None:  # no item in the scan
                 slotted.append((keys.OP_PREFIX + step.slot, step.slot))

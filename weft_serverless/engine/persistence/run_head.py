@@ -67,7 +67,11 @@ class Head:
     """``slot``/``record``: the newest step. ``prior_slot``/``prior_record``: the step before
     it, carried while its write-out travels beside this head's put (absent in heads written
     before ADR 0057, which read as they did). ``holder``: who holds the run's claim, on a
-    store of layout 3 (ADR 0056; absent on older layouts and when nobody holds it)."""
+    store of layout 3 (ADR 0056; absent on older layouts and when nobody holds it).
+    ``park_slot``/``park_record``: the pending record of the top-level step the run parked
+    on, on a store of layout 4 (ADR 0058): the park is one conditional put of the head, not
+    a transaction of the pending item and a head check. It stays until the next step commits
+    on the head (a step after the park means the parked step is done)."""
 
     epoch: int
     floor: int
@@ -76,6 +80,8 @@ class Head:
     prior_slot: str | None = None
     prior_record: bytes | None = None
     holder: Holder | None = None
+    park_slot: str | None = None
+    park_record: bytes | None = None
 
     def to_bytes(self) -> bytes:
         fields: dict[str, Any] = {"e": self.epoch, "f": self.floor}
@@ -86,6 +92,8 @@ class Head:
         if self.holder is not None:
             held = self.holder
             fields["h"], fields["x"], fields["c"] = held.engine_id, held.expires_at, held.claimed_at
+        if self.park_slot is not None and self.park_record is not None:
+            fields["p"], fields["pr"] = self.park_slot, self.park_record
         return encode(fields)
 
     @classmethod
@@ -102,6 +110,8 @@ class Head:
             raw.get("s2"),
             raw.get("r2"),
             holder,
+            raw.get("p"),
+            raw.get("pr"),
         )
 
     def inline(self) -> list[tuple[str, bytes]]:
@@ -129,14 +139,30 @@ class Head:
 
     def with_step(self, slot: str, record: bytes, prior: Unwritten | None = None) -> bytes:
         """The head after a step, held as before; ``prior`` (the step before, not known to be
-        written out yet) rides along while its write-out is in flight."""
+        written out yet) rides along while its write-out is in flight. A step at or after
+        the parked slot ends the park (the parked step is done: top-level slots sort in step
+        order), so the pending record no longer costs the head its room."""
+        done = self.park_slot is not None and keys.top_slot(slot) >= self.park_slot
         return replace(
             self,
             slot=slot,
             record=record,
             prior_slot=None if prior is None else prior.slot,
             prior_record=None if prior is None else prior.record,
+            park_slot=None if done else self.park_slot,
+            park_record=None if done else self.park_record,
         ).to_bytes()
+
+    def parked(self, slot: str, pending: bytes) -> bytes:
+        """The head after the run parked its top-level step ``slot`` on ``pending`` (layout
+        4): held as before, its steps unchanged."""
+        return replace(self, park_slot=slot, park_record=pending).to_bytes()
+
+    def park(self) -> tuple[str, bytes] | None:
+        """The pending record the head carries, with its slot, if any."""
+        if self.park_slot is None or self.park_record is None:
+            return None
+        return self.park_slot, self.park_record
 
 
 def pairs(record: bytes, prior: bytes) -> bool:

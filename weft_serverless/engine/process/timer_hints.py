@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +60,41 @@ class TimerHints(Protocol):
     def send(self, hints: Sequence[TimerHint]) -> None: ...
 
 
+class ArmedTimers:
+    """The earliest due time of the timers committed while watched (``watch_armed``).
+
+    A maintenance pass watches its drives so it knows its ``next_due`` without reading every
+    timer shard again after firing: what its probes saw not yet due, what it left stored, and
+    what its own drives armed. Drives may run on several threads: the minimum is locked."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.earliest: float | None = None
+
+    def note(self, ops: Iterable[Op]) -> None:
+        for op in ops:
+            if isinstance(op, Put) and keys.is_timer_partition(op.key.partition):
+                due = keys.timer_due_of(op.key.sort)
+                with self._lock:
+                    if self.earliest is None or due < self.earliest:
+                        self.earliest = due
+
+
+_ARMED: ContextVar[ArmedTimers | None] = ContextVar("weft_armed_timers", default=None)
+
+
+@contextmanager
+def watch_armed() -> Iterator[ArmedTimers]:
+    """Note every timer committed in this context (and the contexts copied from it, as a
+    parallel pass's threads are) until it ends."""
+    armed = ArmedTimers()
+    token = _ARMED.set(armed)
+    try:
+        yield armed
+    finally:
+        _ARMED.reset(token)
+
+
 class HintOutbox:
     """The hints of committed writes, held per thread until the outermost scope ends."""
 
@@ -93,6 +129,9 @@ class HintOutbox:
 
     def committed(self, ops: Iterable[Op]) -> None:
         """Note the timers a committed batch armed (within the horizon) or deleted."""
+        armed = _ARMED.get()
+        if armed is not None:
+            armed.note(ops)
         port = self.port
         if port is None:
             return

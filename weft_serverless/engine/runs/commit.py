@@ -123,6 +123,25 @@ def commit_on_head(
         _lost(rt, workflow_id)
 
 
+def park_on_head(
+    rt: Runtime, workflow_id: str, slot: str, pending: bytes, timer: Put, disarm: Sequence[Op]
+) -> None:
+    """Park a top-level step as the run's head (layout 4, ADR 0058): three single-item
+    writes where the park was a transaction billing every item twice.
+
+    The timer goes first, plain: landing without its park (a crash, a deposed owner), it
+    fires and finds nothing to do, as any stale timer does (ADR 0002). Then one conditional
+    put of the head, carrying ``pending``: the park itself, fenced as a plain step is. The
+    run's wake-up (``disarm``) is deleted only after it, so a run whose park did not land
+    keeps the wake-up that drives it again; landed, a wake-up left by a crash before its
+    delete wakes a parked run, which finds nothing to do."""
+    write(rt, [], [timer])
+    if not rt.fence.park_on_head(workflow_id, slot, pending):
+        _lost(rt, workflow_id)
+    if disarm:  # two deletes that need not land together: no transaction
+        delete_fenced(rt, [op.key for op in disarm])
+
+
 def room(rt: Runtime, workflow_id: str, beside: int = 0) -> int:
     """How many writes (each on its own key) one of the run's batches holds beside its fence
     and ``beside`` other conditions; at least one."""

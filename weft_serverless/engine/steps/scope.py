@@ -19,7 +19,12 @@ from weft_serverless.engine.persistence.outcomes import Done, Outcome
 from weft_serverless.engine.persistence.records import History
 from weft_serverless.engine.persistence.retry_history import RETRIES_FIELD
 from weft_serverless.engine.persistence.stored_records import AttemptRecord, OpRecord, PendingRecord
-from weft_serverless.engine.runs.commit import commit, commit_cleanup, commit_record
+from weft_serverless.engine.runs.commit import (
+    commit,
+    commit_cleanup,
+    commit_record,
+    park_on_head,
+)
 from weft_serverless.engine.runtime import Runtime, logger
 from weft_serverless.errors import NondeterminismError
 from weft_serverless.storage import keys
@@ -126,6 +131,19 @@ class StepScope(ABC):
         ``also``, in the same batch)."""
         timer = timers.timer_key(self.rt.shards, kind, self.workflow_id, due, suffix)
         stored = record.parked(self.signature, due, timers.timer_ref(timer))
+        top = "." not in self.slot and record_key.sort == keys.PENDING_PREFIX + self.slot
+        if top and not also and self.rt.fence.parks_on_head(self.workflow_id):
+            arm = Put(timer, timers.timer_value(self.workflow_id, kind.name))
+            park_on_head(
+                self.rt,
+                self.workflow_id,
+                self.slot,
+                stored.to_bytes(),
+                arm,
+                wakeups.disarm(self.history),
+            )
+            wakeups.disarmed(self.history)
+            return stored
         self.commit_parking(
             [Condition(record_key, None)],
             [
