@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from weft_serverless import Engine, WorkflowDefinition
+from weft_serverless import Engine, WorkflowDefinition, workflow
 from weft_serverless.codec import decode, encode
 from weft_serverless.engine.ownership import HEAD_LAYOUT, HOLDER_LAYOUT, unpack_epoch
 from weft_serverless.engine.ownership.base import stored_owner
@@ -423,6 +423,25 @@ class Calls:
 
         run.__name__ = activity
         return run
+
+
+def step_wait_step(calls: Calls, *, sleep: float | None = None) -> dict[str, WorkflowDefinition]:
+    """The run most claim tests drive, as workflow type ``flow``: step ``a``, a sleep of
+    ``sleep`` seconds (none when None), a wait for signal ``go``, step ``b``."""
+
+    def flow(ctx: Any, x: int) -> Generator[Any, Any, Any]:
+        y = yield ctx.run("a", x)
+        if sleep is not None:
+            yield ctx.sleep(sleep)
+        g = yield ctx.wait_for_signal("go")
+        z = yield ctx.run("b", y + g)
+        return z
+
+    return {
+        "flow": workflow("flow")
+        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
+        .execute(flow)
+    }
 
 
 @contextmanager

@@ -29,9 +29,10 @@ from ownership_support import (
     layout_2,
     make_engine,
     rewritten_op_records,
+    step_wait_step,
 )
 
-from weft_serverless import Engine, read_owner, workflow
+from weft_serverless import Engine, read_owner
 from weft_serverless.engine.ownership import PARK_LAYOUT
 from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.storage import keys
@@ -48,19 +49,7 @@ Gen = Iterator[Any]
 
 def between(calls: Calls) -> dict[str, Any]:
     """The between-the-steps run: a step, a sleep, a signal wait, a step."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        yield ctx.sleep(10)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls, sleep=10)
 
 
 def head_of(storage: Storage, workflow_id: str) -> Head:

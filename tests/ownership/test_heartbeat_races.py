@@ -27,9 +27,10 @@ from ownership_support import (
     holder_of,
     make_engine,
     of_category,
+    step_wait_step,
 )
 
-from weft_serverless import Engine, workflow
+from weft_serverless import Engine
 from weft_serverless.engine.persistence.run_head import Head
 from weft_serverless.errors import WorkflowClaimLost, WorkflowWakeDiscarded
 from weft_serverless.storage import keys
@@ -140,18 +141,7 @@ class Heartbeat:
 
 def two_steps(calls: Calls) -> dict[str, Any]:
     """a -> wait "go" -> b."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls)
 
 
 def hooked_engine(

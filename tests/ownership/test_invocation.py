@@ -29,6 +29,7 @@ from ownership_support import (
     make_engine,
     make_engines,
     of_category,
+    step_wait_step,
     timers_of,
 )
 
@@ -42,18 +43,7 @@ Gen = Generator[Any, Any, Any]
 
 def two_steps(calls: Calls) -> dict[str, Any]:
     """a -> wait "go" -> b."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls)
 
 
 def wait_until(predicate: Any, timeout: float = 20.0) -> None:

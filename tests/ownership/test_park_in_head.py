@@ -24,6 +24,7 @@ from ownership_support import (
     holder_of,
     layout_3,
     make_engine,
+    step_wait_step,
     timers_of,
 )
 
@@ -48,19 +49,7 @@ SLEEP_SLOT = keys.step_slot(1)
 
 def between(calls: Calls) -> dict[str, Any]:
     """A step, a sleep, a signal wait, a step."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        yield ctx.sleep(10)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls, sleep=10)
 
 
 def with_timeout(calls: Calls) -> dict[str, Any]:

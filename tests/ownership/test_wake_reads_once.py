@@ -22,10 +22,10 @@ from ownership_support import (
     RecordingStorage,
     fencing_violations,
     make_engine,
+    step_wait_step,
     timers_of,
 )
 
-from weft_serverless import workflow
 from weft_serverless.engine.runs import signals
 from weft_serverless.storage import keys
 from weft_serverless.storage.base import SortRange, Storage
@@ -36,19 +36,7 @@ Gen = Iterator[Any]
 
 def between(calls: Calls) -> dict[str, Any]:
     """A step, a sleep, a signal wait, a step."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        yield ctx.sleep(10)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls, sleep=10)
 
 
 class PartitionReads(DelegatingStorage):
