@@ -12,9 +12,10 @@ with a teardown get the teardown's claim on top (60 s): an engine that died runn
 the run until then.
 
 A seed with several maintenance workers (``Scenario.workers``) runs its rounds as that
-deployment does, one pass per share and engine each round (worker ``i`` of ``W`` on every
-engine, so each shard is read as often as full passes read it). So a timer in a shard no
-share reads stays due, and ``timers-fire-in-bounded-passes`` names it.
+deployment does: each round every share (worker ``i`` of ``W``) is one engine's, the engines
+taking them in turn, and gets one pass per engine, back to back (so each shard is read as
+often as full passes read it). So a timer in a shard no share reads stays due, and
+``timers-fire-in-bounded-passes`` names it.
 """
 
 from __future__ import annotations
@@ -98,15 +99,26 @@ def _backlog_rounds(world: World) -> int:
 
 
 def _passes(world: World) -> list[tuple[Any, str, list[Any]]]:
-    """One round's passes: every engine's full pass, or with several workers every engine's
-    pass of every share (an engine that cannot start passes its share on, ``_live``). Each
-    shard is then read as often a round as with full passes: a backlog piled in one share
-    (a flood's, in the first shard) is not read at a fraction of the rate only because the
-    shards were split."""
+    """One round's passes: every engine's full pass, or with several workers every share's
+    passes, the engines taking the shares in turn (an engine that cannot start passes its
+    share on, ``_live``) and every engine running at least one.
+
+    A share is one engine's each round, as a deployment's worker runs its own share: an
+    engine holding a run whose timer another share reads must not fire it by running that
+    share too (the defect ``found-share-keeps-parked-claims`` plants). Each share gets as many
+    passes as there are engines, one after the other, as a deployed worker runs another pass
+    at once when one read its cap: each shard is read as often a round as full passes read
+    it, and a backlog piled in one share (a flood's, in the first shard) is not read at a
+    fraction of that rate only because the shards were split."""
     slots, workers = list(world.slots), world.workers
     if workers <= 1:
         return [(slot, "maintain", []) for slot in slots]
-    return [(slot, "share-of", [worker, workers]) for worker in range(workers) for slot in slots]
+    turns = max(len(slots), workers)
+    return [
+        (slots[n % len(slots)], "share-of", [n % workers, workers])
+        for n in range(turns)
+        for _ in slots
+    ]
 
 
 def _live(world: World, slot: Any) -> Any:
