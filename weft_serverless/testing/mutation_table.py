@@ -59,10 +59,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "renewal-without-condition",
         "engine/ownership/takeover.py",
-        "[Condition(key, claim.holder_bytes)], [Put(key, new)]",
+        "[Condition(key, claim.head)], [Put(key, new)]",
         "[], [Put(key, new)]",
         "workflow-lease renewal",
-        "a deposed owner's renewal overwrites the new holder",
+        "a deposed owner's renewal overwrites the new holder (in the run's head, layout 3 on)",
     ),
     Mutation(
         "cancel-skips-close-policy",
