@@ -189,7 +189,20 @@ def test_a_fire_whose_code_runs_a_step_claims_first(storage_factory: Opener) -> 
     engine the holder) lands before the sleep's step and before the activity runs, as
     before; released at the invocation's end."""
     clock, calls, journal = VirtualClock(), Calls(), Journal()
+    holders: list[str | None] = []
+
+    def b(y: int) -> int:  # who the stored head names while the activity runs
+        head = head_of(storage_factory(), "w")
+        holders.append(None if head.holder is None else head.holder.engine_id)
+        return y
+
     flows = stepping(calls)
+    definition = flows["flow"]
+    flows = {
+        "flow": workflow("flow")
+        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b", b))
+        .execute(definition.fn)
+    }
     starter = make_engine(storage_factory, flows, "e1", clock, journal=journal)
     invocation(starter, lambda: starter.start("flow", 1, id="w"))
     epoch = epoch_of(storage_factory(), "w")
@@ -197,6 +210,7 @@ def test_a_fire_whose_code_runs_a_step_claims_first(storage_factory: Opener) -> 
     mark = journal.mark()
     clock.advance(10)
     invocation(firing, firing.run_maintenance)
+    assert holders == ["e2"]  # the claim landed before the side effect ran
     heads = [h for w in journal.since(mark) if w.committed for h in head_puts(w.ops, "w")]
     claim, step = heads[0], heads[1]
     assert claim.epoch == epoch + 1 and claim.holder is not None
