@@ -483,3 +483,22 @@ def marked_as(open_storage: Opener, layout: str) -> Opener:
         return handle
 
     return open_marked
+
+
+def stepping(calls: Calls) -> dict[str, Any]:
+    """A step, a sleep, a step, a signal wait: the fired sleep's resumed code runs a step
+    before its next wait, so the fire claims the run before that step's side effect (ADR
+    0059). Started with 1 and signalled 5, it returns 7."""
+
+    def flow(ctx: Any, x: int) -> Iterator[Any]:
+        y = yield ctx.run("a", x)
+        yield ctx.sleep(10)
+        z = yield ctx.run("b", y)
+        g = yield ctx.wait_for_signal("go")
+        return z + g
+
+    return {
+        "flow": workflow("flow")
+        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
+        .execute(flow)
+    }

@@ -23,6 +23,7 @@ from ownership_support import (
     fencing_violations,
     make_engine,
     step_wait_step,
+    stepping,
     timers_of,
 )
 
@@ -159,11 +160,12 @@ class DieAtFirstHeadPut(DelegatingStorage):
 
 
 def test_after_a_takeover_the_drive_reads_the_partition_again(storage_factory: Opener) -> None:
-    """A holder died right after its claim of the fire; once its claim expired, the wake
-    that takes the run over reads the partition again for its drive (the deposed holder
-    might have committed beside the head it read), and the run goes on once."""
+    """A holder died right after its claim of the fire (written before the step the
+    resumed code runs); once its claim expired, the wake that takes the run over reads the
+    partition again for its drive (the deposed holder might have committed beside the head
+    it read), and the run goes on once."""
     clock, calls = VirtualClock(), Calls()
-    flows = between(calls)
+    flows = stepping(calls)
     dying = DieAtFirstHeadPut(storage_factory())
     dead = make_engine(lambda: dying, flows, "dead", clock)
     with dead.invocation(time_left=lambda: 60.0, heartbeat=False):

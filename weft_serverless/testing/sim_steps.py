@@ -105,6 +105,8 @@ class StepLedger:
         if key in self.live:
             self.twice.append(f"{where}: step {key.sort} committed twice")
         self.live[key] = after.record
+        if self.fenced and _unclaimed(wf, before, after, entry):
+            return after  # a drive that claimed nothing, on the free head as it stood
         if self.fenced and (after.epoch != self.current(wf) or self.owner.get(wf) != entry.engine):
             self.deposed.append(
                 f"{where}: head step on epoch {after.epoch}, current "
@@ -168,3 +170,20 @@ class StepLedger:
             self.deposed.append(f"{where} fenced on epoch {fenced_on}, current {self.current(wf)}")
         elif self.owner.get(wf) != entry.engine:
             self.deposed.append(f"{where} landed while {self.owner.get(wf)} held the epoch")
+
+
+def _unclaimed(wf: str, before: Head | None, after: Head, entry: JournalEntry) -> bool:
+    """A step committed by a drive that wrote no claim (ADR 0059): a head put on the same
+    epoch, naming no holder, on condition that the head is exactly the current one and that
+    it names no holder either. Every claim moves the epoch and every other commit is made on
+    a head naming its holder, so such a put lands only where nobody wrote since the read."""
+    if before is None or before.holder is not None or after.holder is not None:
+        return False
+    if after.epoch != before.epoch:
+        return False
+    fence = next((c for c in entry.conditions if c.key == keys.owner_head_key(wf)), None)
+    return (
+        fence is not None
+        and fence.expected is not None
+        and (Head.from_bytes(fence.expected) == before)
+    )

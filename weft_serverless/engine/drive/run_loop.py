@@ -31,6 +31,7 @@ from weft_serverless.engine.persistence.records import (
 from weft_serverless.engine.process.parked_runs import ParkedRun, close_parked
 from weft_serverless.engine.process.telemetry import RunFields, run_fields
 from weft_serverless.engine.runs import continuation, finalizers, transitions, updates
+from weft_serverless.engine.runs.commit import commit_deferred
 from weft_serverless.engine.runtime import Runtime, logger
 from weft_serverless.engine.steps.runner import AtYield, StepRunner
 from weft_serverless.errors import (
@@ -79,6 +80,7 @@ def drive(
     with run_fields(workflow_id) as fields:
         while True:
             status = _drive_once(rt, workflow_id, enqueue, request, fields)
+            commit_deferred(rt, workflow_id)  # a drive that claimed nothing lands here
             if status != _CONTINUED:
                 return status
             if request.update is None:

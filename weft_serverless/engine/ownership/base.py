@@ -271,6 +271,12 @@ class Ownership:
     def flush(self, workflow_id: str) -> None:
         """Write out what a head commit left inline, before any other write of the run."""
 
+    def commit_deferred(self, workflow_id: str) -> bool:
+        """End a drive that wrote no claim (ADR 0059): land the step it committed in memory
+        only, in one conditional put of the run's head; False when the head moved since the
+        wake read it (nothing of the drive landed). True when there is nothing to land."""
+        return True
+
     def exclusive(self, workflow_id: str) -> AbstractContextManager[object]:
         """Hold the run's writes still while a batch's fence is read and the batch sent (the
         fence of a run with a head changes with each plain step, which another thread of

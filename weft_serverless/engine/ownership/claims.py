@@ -58,6 +58,12 @@ class Claim:
     # used it yet. The first wake drives without reading the head back: the drive's read of
     # the partition carries the head, and ``confirm_history`` refuses one not of this epoch.
     fresh: bool = False
+    # Layout 4 (ADR 0059): a wake that found the run free drives it without writing a claim.
+    # ``head`` is then the head as read (no holder), and ``deferred`` the one plain step the
+    # drive has committed in memory only: it lands in the one conditional put of the head
+    # that ends the drive, or in the claim the drive writes before anything else.
+    lazy: bool = False
+    deferred: Unwritten | None = None
     awaiting: frozenset[str] = frozenset()
     head: bytes | None = None
     unwritten: tuple[Unwritten, ...] = ()

@@ -26,6 +26,7 @@ from weft_serverless.engine.ownership.base import (
     Verdict,
     establish_mode,
     head_holder,
+    pack_epoch,
     stored_owner,
     unpack_epoch,
 )
@@ -70,7 +71,7 @@ class WorkflowLease(Takeover):
 
     def conditions(self, workflow_id: str) -> list[Condition]:
         claim = self.claims.get(workflow_id)
-        if claim is None:
+        if claim is None or not self._held(workflow_id, claim):
             raise EngineDeposedError(workflow_id)
         if claim.head is not None:  # the head moves with the epoch and with each plain step
             return [Condition(keys.owner_head_key(workflow_id), claim.head)]
@@ -147,6 +148,15 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None or claim.head is None:
             raise EngineDeposedError(workflow_id)
+        if claim.lazy:
+            with claim.writes:
+                if claim.lazy and claim.deferred is None and blob is None:
+                    # The drive's first step: it lands with the put that ends the drive,
+                    # or in the claim written before anything else (ADR 0059).
+                    claim.deferred = Unwritten(slot, record, expected)
+                    return True
+            if not self._held(workflow_id, claim):
+                return False
         key = keys.owner_head_key(workflow_id)
         if self.host.storage.capabilities().cheap_multi_item_batch:
             with claim.writes:
@@ -197,6 +207,8 @@ class WorkflowLease(Takeover):
             raise EngineDeposedError(workflow_id)
         key = keys.owner_head_key(workflow_id)
         with claim.writes:
+            if claim.lazy:  # no claim written: the park carries the drive's step (ADR 0059)
+                return self._put_deferred(workflow_id, claim, (slot, pending))
             self.flush(workflow_id)
             new = Head.from_bytes(claim.head).parked(slot, pending)
             fence = [Condition(key, claim.head)]  # the park is fenced as a plain step is
@@ -204,6 +216,62 @@ class WorkflowLease(Takeover):
                 return False
             claim.head = new
         return True
+
+    def commit_deferred(self, workflow_id: str) -> bool:
+        """End a drive that wrote no claim: its deferred step, if any, lands in one
+        conditional put of the head on the bytes the wake read (no holder, nothing committed
+        since), the holder left free (ADR 0059). False when the head moved meanwhile: nothing
+        of the drive landed."""
+        claim = self.claims.get(workflow_id)
+        if claim is None or not claim.lazy or claim.deferred is None:
+            return True
+        with claim.writes:
+            return self._put_deferred(workflow_id, claim, None)
+
+    def _put_deferred(self, workflow_id: str, claim: Claim, park: tuple[str, bytes] | None) -> bool:
+        """The one head put of a drive that claimed nothing: on the head as read, on the
+        same epoch, with no holder, carrying the deferred step and the park, if any. The
+        steps the head still carries are written out first, as before any write of the run
+        (the new step takes their place). Any claim moves the epoch and any commit is made
+        on a head naming its holder, so the put lands only on a run nobody wrote since."""
+        head, step = claim.head, claim.deferred
+        if head is None:
+            raise EngineDeposedError(workflow_id)
+        new = Head.from_bytes(head)
+        if step is not None:
+            self.flush(workflow_id)
+            new = Head.from_bytes(new.with_step(step.slot, step.record))
+        data = new.to_bytes() if park is None else new.parked(*park)
+        key = keys.owner_head_key(workflow_id)
+        if not self.host.write([Condition(key, head)], [Put(key, data)]):
+            return False
+        claim.head, claim.deferred = data, None
+        if step is not None:
+            claim.unwritten = (step,)  # for the next owner to write out, as a release leaves it
+        return True
+
+    def _held(self, workflow_id: str, claim: Claim) -> bool:
+        """Write the claim a lazy drive put off, before the drive writes anything else or
+        runs a side effect: today's claim (epoch + 1, this engine the holder) on the head as
+        read, then the deferred step committed on it. False when the head moved since it was
+        read: the drive ran on a history that may be stale, so nothing of it may land."""
+        if not claim.lazy:
+            return True
+        with claim.writes:
+            if not claim.lazy:
+                return True
+            fragment, held = self._claim_fragment(workflow_id, OwnerRecords(None, None, claim.head))
+            if not self.host.write(fragment.conditions, fragment.ops):
+                self.host.metrics.incr("claim_attempts.lost_race")
+                return False
+            self.host.metrics.incr("claim_attempts.acquired")
+            claim.epoch_bytes, claim.holder_bytes = held.epoch_bytes, held.holder_bytes
+            claim.expires_at, claim.renewed_at = held.expires_at, held.renewed_at
+            claim.head, claim.landed, claim.lazy = held.head, True, False
+            step, claim.deferred = claim.deferred, None
+            if step is None:
+                return True
+            return self.commit_on_head(workflow_id, step.slot, step.record, step.expected)
 
     def _rider(self, claim: Claim, slot: str, record: bytes) -> Unwritten | None:
         """The unwritten step the next head may carry beside the new one, so that its
@@ -267,7 +335,7 @@ class WorkflowLease(Takeover):
         claim costs no request here.
         """
         claim = self.claims.get(workflow_id)
-        if claim is None:
+        if claim is None or not self._held(workflow_id, claim):
             raise EngineDeposedError(workflow_id)
         if self.host.now() < claim.expires_at - self.timing.renew_interval:
             return
@@ -313,7 +381,7 @@ class WorkflowLease(Takeover):
     @contextmanager
     def release_for_terminal(self, workflow_id: str) -> Iterator[Fragment]:
         claim = self.claims.get(workflow_id)
-        if claim is None:
+        if claim is None or not self._held(workflow_id, claim):
             raise EngineDeposedError(workflow_id)
         if self.inline_holder:
             # The head, released, is the terminal batch's own write (its fence is the head
@@ -458,6 +526,27 @@ class WorkflowLease(Takeover):
                 f"workflow {workflow_id!r}", now
             ):
                 return self._retained(workflow_id, kind, state, holder, explicit)
+        elif (
+            self._fires_lazily(explicit)
+            and owner.head is not None
+            and found.get(keys.STATE) == state_bytes
+        ):
+            # ADR 0059: the drive writes its claim only before a side effect or a write
+            # its head put cannot carry; a fire that reaches its next wait claims nothing.
+            lazy = Claim(
+                pack_epoch(Head.from_bytes(owner.head).epoch),
+                b"",
+                now,
+                now,
+                driving=True,
+                head=owner.head,
+                lazy=True,
+            )
+            with self._lock:
+                self.claims[workflow_id] = lazy
+            self._prefetched[workflow_id] = (lazy, owner.head, rows)
+            self.host.metrics.incr("claim_attempts.deferred")
+            return "drive"
         if self._try_claim(workflow_id, owner, outcome, None):
             claim = self.claims[workflow_id]
             claim.driving = True
@@ -470,6 +559,17 @@ class WorkflowLease(Takeover):
                 self._prefetched[workflow_id] = (claim, claim.head, rows)
             return "drive"
         return self._retained(workflow_id, kind, self._status(workflow_id), None, explicit)
+
+    def _fires_lazily(self, explicit: bool) -> bool:
+        """Whether a wake that finds the run free drives it before claiming it (ADR 0059):
+        on layout 4, where the head carries a park, for a wake nobody called by name, on a
+        store where each write is a request of its own (on SQLite a batch is one commit
+        however many items it holds, ADR 0051)."""
+        return (
+            self.inline_park
+            and not explicit
+            and not self.host.storage.capabilities().cheap_multi_item_batch
+        )
 
     def prefetched(self, workflow_id: str) -> list[tuple[str, bytes]] | None:
         """The partition a wake read before its claim landed, as the drive's history (ADR
@@ -539,6 +639,9 @@ class WorkflowLease(Takeover):
         claim = self.claims.get(workflow_id)
         if claim is None:
             return
+        if claim.lazy:  # it holds nothing: its step landed at the drive's end, or nothing did
+            self._drop(workflow_id, claim)
+            return
         if status is None or status in TERMINAL or status == SUSPENDED:
             self._drop(workflow_id)
             return
@@ -552,6 +655,9 @@ class WorkflowLease(Takeover):
                 continue
             with claim.lock, claim.writes:
                 if self.claims.get(workflow_id) is not claim:
+                    continue
+                if claim.lazy:  # nothing stored to release
+                    self._drop(workflow_id, claim)
                     continue
                 _settle_sending(claim)  # nothing of the run stays in flight past its release
                 try:

@@ -142,6 +142,17 @@ def park_on_head(
         delete_fenced(rt, [op.key for op in disarm])
 
 
+def commit_deferred(rt: Runtime, workflow_id: str) -> None:
+    """End a drive that claimed nothing (ADR 0059): the step it deferred lands in one
+    conditional put of the head, before the timer that fired it is deleted. Refused, nothing
+    of the drive landed: the generator it parked here ran past a step that is not stored, so
+    it goes, and the drive is lost like any refused commit (re-read, or left to the next
+    wake when another engine claimed the run)."""
+    if not rt.fence.commit_deferred(workflow_id):
+        rt.parked.discard(workflow_id)
+        _lost(rt, workflow_id)
+
+
 def room(rt: Runtime, workflow_id: str, beside: int = 0) -> int:
     """How many writes (each on its own key) one of the run's batches holds beside its fence
     and ``beside`` other conditions; at least one."""
