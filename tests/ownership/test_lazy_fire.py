@@ -26,6 +26,7 @@ from ownership_support import (
     make_engine,
     refused_step_writes,
     rewritten_op_records,
+    step_wait_step,
     stepping,
     timers_of,
 )
@@ -54,19 +55,7 @@ WAIT_SLOT = keys.step_slot(2)
 
 def between(calls: Calls) -> dict[str, Any]:
     """A step, a sleep, a signal wait, a step: the fired sleep reaches the wait at once."""
-
-    def flow(ctx: Any, x: int) -> Gen:
-        y = yield ctx.run("a", x)
-        yield ctx.sleep(10)
-        g = yield ctx.wait_for_signal("go")
-        z = yield ctx.run("b", y + g)
-        return z
-
-    return {
-        "flow": workflow("flow")
-        .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b"))
-        .execute(flow)
-    }
+    return step_wait_step(calls, sleep=10)
 
 
 def with_timeout(calls: Calls) -> dict[str, Any]:
