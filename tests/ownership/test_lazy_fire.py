@@ -20,6 +20,7 @@ from ownership_support import (
     Journal,
     Opener,
     RecordingStorage,
+    Write,
     epoch_of,
     fencing_violations,
     layout_3,
@@ -107,6 +108,25 @@ def invocation(engine: Engine, act: Callable[[], object]) -> None:
         act()
 
 
+def start_parked(opener: Opener, flows: Any, clock: VirtualClock, journal: Journal) -> int:
+    """Start run ``w`` on engine ``e1``, which parks it on its sleep; returns its epoch."""
+    starter = make_engine(opener, flows, "e1", clock, journal=journal)
+    invocation(starter, lambda: starter.start("flow", 1, id="w"))
+    return epoch_of(opener(), "w")
+
+
+def fire_the_sleep(
+    opener: Opener, flows: Any, clock: VirtualClock, journal: Journal
+) -> tuple[Engine, list[Write]]:
+    """Engine ``e2`` runs a pass once the sleep is due: the engine, and the writes the pass
+    committed."""
+    firing = make_engine(opener, flows, "e2", clock, journal=journal)
+    mark = journal.mark()
+    clock.advance(10)
+    invocation(firing, firing.run_maintenance)
+    return firing, [w for w in journal.since(mark) if w.committed]
+
+
 def test_a_fire_with_no_step_between_is_one_put_of_the_head_then_the_timer_delete(
     storage_factory: Opener,
 ) -> None:
@@ -115,16 +135,11 @@ def test_a_fire_with_no_step_between_is_one_put_of_the_head_then_the_timer_delet
     no write-out."""
     clock, calls, journal = VirtualClock(), Calls(), Journal()
     flows = between(calls)
-    starter = make_engine(storage_factory, flows, "e1", clock, journal=journal)
-    invocation(starter, lambda: starter.start("flow", 1, id="w"))
+    start_parked(storage_factory, flows, clock, journal)
     store = storage_factory()
     before = head_of(store, "w")
     assert before.holder is None and before.park() is not None
-    firing = make_engine(storage_factory, flows, "e2", clock, journal=journal)
-    mark = journal.mark()
-    clock.advance(10)
-    invocation(firing, firing.run_maintenance)
-    writes = [w for w in journal.since(mark) if w.committed]
+    firing, writes = fire_the_sleep(storage_factory, flows, clock, journal)
     put, delete = writes  # nothing else
     assert [c.key for c in put.conditions] == [keys.owner_head_key("w")]
     assert put.conditions[0].expected == before.to_bytes()
@@ -149,14 +164,8 @@ def test_a_fire_that_parks_again_carries_the_step_and_the_park_in_one_put(
     takes its signal as before."""
     clock, calls, journal = VirtualClock(), Calls(), Journal()
     flows = with_timeout(calls)
-    starter = make_engine(storage_factory, flows, "e1", clock, journal=journal)
-    invocation(starter, lambda: starter.start("flow", 1, id="w"))
-    epoch = epoch_of(storage_factory(), "w")
-    firing = make_engine(storage_factory, flows, "e2", clock, journal=journal)
-    mark = journal.mark()
-    clock.advance(10)
-    invocation(firing, firing.run_maintenance)
-    writes = [w for w in journal.since(mark) if w.committed]
+    epoch = start_parked(storage_factory, flows, clock, journal)
+    firing, writes = fire_the_sleep(storage_factory, flows, clock, journal)
     heads = [h for w in writes for h in head_puts(w.ops, "w")]
     assert len(heads) == 1  # no claim, no release
     (after,) = heads
@@ -192,15 +201,10 @@ def test_a_fire_whose_code_runs_a_step_claims_first(storage_factory: Opener) -> 
         .activities(a=calls.recorder("a", lambda x: x + 1), b=calls.recorder("b", b))
         .execute(definition.fn)
     }
-    starter = make_engine(storage_factory, flows, "e1", clock, journal=journal)
-    invocation(starter, lambda: starter.start("flow", 1, id="w"))
-    epoch = epoch_of(storage_factory(), "w")
-    firing = make_engine(storage_factory, flows, "e2", clock, journal=journal)
-    mark = journal.mark()
-    clock.advance(10)
-    invocation(firing, firing.run_maintenance)
+    epoch = start_parked(storage_factory, flows, clock, journal)
+    firing, writes = fire_the_sleep(storage_factory, flows, clock, journal)
     assert holders == ["e2"]  # the claim landed before the side effect ran
-    heads = [h for w in journal.since(mark) if w.committed for h in head_puts(w.ops, "w")]
+    heads = [h for w in writes for h in head_puts(w.ops, "w")]
     claim, step = heads[0], heads[1]
     assert claim.epoch == epoch + 1 and claim.holder is not None
     assert claim.holder.engine_id == "e2" and claim.slot != SLEEP_SLOT
@@ -348,14 +352,9 @@ def test_a_store_of_layout_3_fires_on_a_claim_as_before(storage_factory: Opener)
     clock, calls, journal = VirtualClock(), Calls(), Journal()
     opener = layout_3(storage_factory)
     flows = between(calls)
-    starter = make_engine(opener, flows, "e1", clock, journal=journal)
-    invocation(starter, lambda: starter.start("flow", 1, id="w"))
-    epoch = epoch_of(storage_factory(), "w")
-    firing = make_engine(opener, flows, "e2", clock, journal=journal)
-    mark = journal.mark()
-    clock.advance(10)
-    invocation(firing, firing.run_maintenance)
-    heads = [h for w in journal.since(mark) if w.committed for h in head_puts(w.ops, "w")]
+    epoch = start_parked(opener, flows, clock, journal)
+    firing, writes = fire_the_sleep(opener, flows, clock, journal)
+    heads = [h for w in writes for h in head_puts(w.ops, "w")]
     assert len(heads) == 3  # the claim, the sleep's step, the release
     assert heads[0].epoch == epoch + 1 and heads[0].holder is not None
     assert heads[-1].holder is None

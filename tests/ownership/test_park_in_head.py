@@ -20,6 +20,7 @@ from ownership_support import (
     Journal,
     Opener,
     RecordingStorage,
+    Write,
     fencing_violations,
     holder_of,
     layout_3,
@@ -239,6 +240,16 @@ def test_a_signal_racing_the_park_is_taken_by_the_wait(storage_factory: Opener) 
     assert timers_of(storage_factory(), "w") == []
 
 
+def pending_write(journal: Journal) -> Write:
+    """The write that put a pending item: the park, on a store that keeps it apart from the
+    head."""
+    return next(
+        w
+        for w in journal.writes
+        if any(op.key.sort.startswith(keys.PENDING_PREFIX) for op in w.ops)
+    )
+
+
 def test_a_store_of_layout_3_parks_in_a_transaction_as_before(storage_factory: Opener) -> None:
     """Stores keep the protocol they were set up with: on ``workflow-lease@3`` the park is
     the pending item, its timer and the head check in one batch, and the head carries none."""
@@ -250,11 +261,7 @@ def test_a_store_of_layout_3_parks_in_a_transaction_as_before(storage_factory: O
     store = storage_factory()
     assert head_of(store, "w").park() is None
     assert pending_items(store, "w") == [keys.PENDING_PREFIX + SLEEP_SLOT]
-    park = next(
-        w
-        for w in journal.writes
-        if any(op.key.sort.startswith(keys.PENDING_PREFIX) for op in w.ops)
-    )
+    park = pending_write(journal)
     assert park.committed and park.condition_on(keys.owner_head_key("w")) is not None
     clock.advance(10)
     engine.run_maintenance()
@@ -273,11 +280,7 @@ def test_on_sqlite_a_park_stays_one_batch(storage_factory: Opener) -> None:
     store = storage_factory()
     assert head_of(store, "w").park() is None
     assert pending_items(store, "w") == [keys.PENDING_PREFIX + SLEEP_SLOT]
-    park = next(
-        w
-        for w in journal.writes
-        if any(op.key.sort.startswith(keys.PENDING_PREFIX) for op in w.ops)
-    )
+    park = pending_write(journal)
     assert park.committed and keys.wake_key("w") in {op.key for op in park.ops}
     clock.advance(10)
     engine.run_maintenance()
